@@ -1,0 +1,251 @@
+/*
+ * kvfts.h -- the public C API of kvfts, an embedded full-text and lookup
+ * indexing engine for JSON documents stored by key in Berkeley DB.
+ *
+ * Conventions (see README.md "C API"):
+ *  - Handles are opaque.  One handle is used by one thread at a time; several
+ *    handles, in threads or processes, may share one database directory.
+ *  - Every fallible call returns an int: KVFTS_OK (0) or a negative
+ *    kvfts_status, and leaves a message readable with kvfts_errmsg(db).
+ *  - Out-parameters come first.  The caller owns what it passes in and every
+ *    `**out` result, freed with the matching *_free function or kvfts_free().
+ *  - Text is passed as a pointer and a length; it need not be NUL-terminated.
+ */
+#ifndef KVFTS_H
+#define KVFTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVFTS_VERSION_STRING "0.1.0"
+
+/** Status codes.  Negative, like libgit2 and LMDB; 0 is success. */
+typedef enum kvfts_status {
+    KVFTS_OK = 0,
+    KVFTS_ERROR = -1,      /* storage or system failure; see kvfts_errmsg() */
+    KVFTS_ENOMEM = -2,     /* out of memory */
+    KVFTS_ENOTFOUND = -3,  /* no such document, counter, lookup or database */
+    KVFTS_EEXISTS = -4,    /* add of an existing key; unique lookup taken */
+    KVFTS_EINVAL = -5,     /* bad JSON, UTF-8, key, config, query, argument */
+    KVFTS_EBUSY = -6,      /* locked, or a deadlock that retries did not clear */
+    KVFTS_ECORRUPT = -7,   /* stored bytes fail validation */
+    KVFTS_ITEROVER = -8,   /* iteration finished (not an error) */
+    KVFTS_ECAS = -9        /* the CAS given does not match the stored one */
+} kvfts_status;
+
+/** Largest document key, in bytes. */
+#define KVFTS_MAX_KEY 250
+/** Largest JSON document accepted, in bytes. */
+#define KVFTS_MAX_DOC (20u * 1024u * 1024u)
+/** Deepest nesting of arrays and objects accepted in a document. */
+#define KVFTS_MAX_DEPTH 512
+
+typedef struct kvfts_db kvfts_db;
+
+typedef struct kvfts_open_options {
+    unsigned version;     /* KVFTS_OPEN_OPTIONS_VERSION */
+    bool create;          /* create the directory and database if missing */
+    bool read_only;       /* refuse every write through this handle */
+    size_t cache_bytes;   /* Berkeley DB cache when creating; 0 = 64 MiB */
+} kvfts_open_options;
+#define KVFTS_OPEN_OPTIONS_VERSION 1
+#define KVFTS_OPEN_OPTIONS_INIT { KVFTS_OPEN_OPTIONS_VERSION, false, false, 0 }
+
+/** Open the database in directory @p path (recovering it after a crash).
+ *  @param[out] out  set even on failure (NULL only on KVFTS_ENOMEM) so that
+ *                   kvfts_errmsg() can explain; always kvfts_close() it.
+ *  @param o         NULL for defaults.
+ *  @return KVFTS_OK, KVFTS_ENOTFOUND (no database and !o->create),
+ *          KVFTS_EBUSY, KVFTS_ECORRUPT, KVFTS_EINVAL, KVFTS_ERROR. */
+int kvfts_open(kvfts_db **out, const char *path, const kvfts_open_options *o);
+
+/** Checkpoint and close.  NULL is a no-op. */
+void kvfts_close(kvfts_db *db);
+
+/** The message of the last failure on @p db; owned by @p db, valid until the
+ *  next call on it, never NULL ("" when there was no failure; a generic text
+ *  when @p db is NULL). */
+const char *kvfts_errmsg(const kvfts_db *db);
+
+/** A static description of a status code. */
+const char *kvfts_strerror(int status);
+
+/** Free memory that kvfts returned through a `char **out`.  NULL: no-op. */
+void kvfts_free(void *p);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                             */
+
+/** Store the database configuration (JSON; format in README.md
+ *  "Configuration").  Allowed only while the database holds no documents.
+ *  @return KVFTS_OK, KVFTS_EINVAL (bad config, or documents present). */
+int kvfts_set_config(kvfts_db *db, const char *json, size_t json_len);
+
+/** The stored configuration as compact JSON ("{}" when none was set).
+ *  @param[out] out  caller owns; kvfts_free(). */
+int kvfts_get_config(char **out, size_t *out_len, kvfts_db *db);
+
+/* ------------------------------------------------------------------------ */
+/* Documents                                                                 */
+
+/** How a write treats an existing document. */
+typedef enum kvfts_write_mode {
+    KVFTS_UPSERT = 0,   /* put: create or replace */
+    KVFTS_INSERT = 1,   /* add: KVFTS_EEXISTS if the key exists */
+    KVFTS_REPLACE = 2   /* replace: KVFTS_ENOTFOUND if the key is absent */
+} kvfts_write_mode;
+
+/** Store a JSON object under @p key, atomically with its lookups.
+ *  @param[out] cas_out  the document's new CAS (may be NULL).
+ *  @param cas  0 to write unconditionally; otherwise the write happens only
+ *              if the stored document's CAS equals @p cas (KVFTS_ECAS if
+ *              not; KVFTS_ENOTFOUND if there is no document).
+ *  @return KVFTS_OK, KVFTS_EINVAL, KVFTS_EEXISTS, KVFTS_ENOTFOUND,
+ *          KVFTS_ECAS, KVFTS_EBUSY, KVFTS_ERROR. */
+int kvfts_write(uint64_t *cas_out, kvfts_db *db, kvfts_write_mode mode,
+                const char *key, size_t key_len,
+                const char *json, size_t json_len, uint64_t cas);
+
+/** kvfts_write() with KVFTS_UPSERT, KVFTS_INSERT and KVFTS_REPLACE. */
+int kvfts_put(uint64_t *cas_out, kvfts_db *db, const char *key, size_t key_len,
+              const char *json, size_t json_len, uint64_t cas);
+int kvfts_add(uint64_t *cas_out, kvfts_db *db, const char *key, size_t key_len,
+              const char *json, size_t json_len);
+int kvfts_replace(uint64_t *cas_out, kvfts_db *db, const char *key,
+                  size_t key_len, const char *json, size_t json_len,
+                  uint64_t cas);
+
+/** Store @p json under the key "PREFIX::<n>", n taken from counter
+ *  count::PREFIX in the same transaction.
+ *  @param[out] key_out  the new key, NUL-terminated; caller owns, kvfts_free().
+ *  @param[out] cas_out  may be NULL. */
+int kvfts_put_auto(char **key_out, uint64_t *cas_out, kvfts_db *db,
+                   const char *prefix, size_t prefix_len,
+                   const char *json, size_t json_len);
+
+/** Delete a document and its lookups.  @p cas as for kvfts_write().
+ *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECAS, KVFTS_EINVAL, ... */
+int kvfts_del(kvfts_db *db, const char *key, size_t key_len, uint64_t cas);
+
+/** One document of a multi-get.  Pointers are borrowed from the kvfts_docs
+ *  that holds it and live until kvfts_docs_free(). */
+typedef struct kvfts_doc {
+    const char *key;     /* NUL-terminated */
+    size_t key_len;
+    int status;          /* KVFTS_OK or KVFTS_ENOTFOUND */
+    const char *json;    /* compact JSON, NUL-terminated; NULL if not found */
+    size_t json_len;
+    uint64_t cas;        /* 0 if not found */
+} kvfts_doc;
+
+typedef struct kvfts_docs kvfts_docs;
+
+/** Read many documents in one snapshot.  Results are in request order; a
+ *  missing key is an entry with status KVFTS_ENOTFOUND, not a failure.
+ *  @param[out] out  caller owns; kvfts_docs_free().  NULL on failure.
+ *  @param key_lens  NULL: every key is NUL-terminated. */
+int kvfts_multi_get(kvfts_docs **out, kvfts_db *db, const char *const *keys,
+                    const size_t *key_lens, size_t n);
+
+/** Read PREFIX::first .. PREFIX::last (inclusive) in one snapshot, leaving out
+ *  the missing ones (the seeds' counter-range multi-get).  last = 0 means
+ *  "up to the value of counter count::PREFIX". */
+int kvfts_get_range(kvfts_docs **out, kvfts_db *db, const char *prefix,
+                    size_t prefix_len, uint64_t first, uint64_t last);
+
+size_t kvfts_docs_count(const kvfts_docs *docs);
+/** Borrowed; valid until kvfts_docs_free().  NULL if @p i is out of range. */
+const kvfts_doc *kvfts_docs_at(const kvfts_docs *docs, size_t i);
+void kvfts_docs_free(kvfts_docs *docs);
+
+/** Read one document.
+ *  @param[out] json_out  compact JSON, NUL-terminated; caller owns, kvfts_free().
+ *  @param[out] cas_out   may be NULL.
+ *  @return KVFTS_OK, KVFTS_ENOTFOUND, ... */
+int kvfts_get(char **json_out, size_t *json_len_out, uint64_t *cas_out,
+              kvfts_db *db, const char *key, size_t key_len);
+
+/* ------------------------------------------------------------------------ */
+/* Counters and lookups                                                      */
+
+/** Add @p delta to counter count::NAME and return its new value, atomically
+ *  across processes.  A missing counter starts at 0, or, when @p initial is
+ *  not NULL, is created holding *initial (the delta is then not applied, as
+ *  in memcached and Couchbase).  Overflow is KVFTS_EINVAL. */
+int kvfts_incr(int64_t *out, kvfts_db *db, const char *name, size_t name_len,
+               int64_t delta, const int64_t *initial);
+
+/** Read counter count::NAME.  @return KVFTS_OK or KVFTS_ENOTFOUND. */
+int kvfts_counter_get(int64_t *out, kvfts_db *db, const char *name,
+                      size_t name_len);
+
+/** Follow lookup NAME::VALUE: the documents it refers to, in key order.
+ *  @return KVFTS_OK, KVFTS_ENOTFOUND (no such entry), KVFTS_EINVAL (NAME is
+ *          not a declared lookup). */
+int kvfts_lookup(kvfts_docs **out, kvfts_db *db, const char *name,
+                 size_t name_len, const char *value, size_t value_len);
+
+/** The lookup document NAME::VALUE itself, as JSON: {"ref":"KEY"} for a
+ *  unique lookup, {"refs":["K1","K2",...]} otherwise.
+ *  @param[out] out  caller owns; kvfts_free(). */
+int kvfts_lookup_doc(char **out, size_t *out_len, kvfts_db *db,
+                     const char *name, size_t name_len,
+                     const char *value, size_t value_len);
+
+/* ------------------------------------------------------------------------ */
+/* Batches: many writes in one transaction                                   */
+
+typedef struct kvfts_batch kvfts_batch;
+
+/** Start a batch on @p db.  Writes through the batch are applied at once in
+ *  one open transaction and become durable and visible together at
+ *  kvfts_batch_commit().  A failed kvfts_batch_write() changes nothing and
+ *  leaves the batch usable.  Don't use @p db for other writes meanwhile.
+ *  @param[out] out  caller owns; kvfts_batch_free() (aborts if uncommitted). */
+int kvfts_batch_begin(kvfts_batch **out, kvfts_db *db);
+
+/** As kvfts_write(), inside the batch.  Messages go to kvfts_errmsg(db). */
+int kvfts_batch_write(kvfts_batch *b, kvfts_write_mode mode,
+                      const char *key, size_t key_len,
+                      const char *json, size_t json_len);
+
+/** As kvfts_put_auto(), inside the batch.
+ *  @param[out] key_out  may be NULL; else caller owns, kvfts_free(). */
+int kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const char *prefix,
+                           size_t prefix_len, const char *json,
+                           size_t json_len);
+
+/** Number of writes applied since the last commit. */
+size_t kvfts_batch_pending(const kvfts_batch *b);
+
+/** Commit what was written; the batch stays open for more writes. */
+int kvfts_batch_commit(kvfts_batch *b);
+
+/** Abort anything uncommitted and free.  NULL: no-op. */
+void kvfts_batch_free(kvfts_batch *b);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                                */
+
+typedef struct kvfts_stats {
+    uint64_t documents;     /* live documents */
+    uint64_t counters;      /* count:: entries */
+    uint64_t lookup_entries;/* NAME::VALUE -> key pairs */
+    uint64_t disk_bytes;    /* database files, logs excluded */
+    uint64_t log_bytes;     /* transaction log files */
+} kvfts_stats;
+
+int kvfts_get_stats(kvfts_stats *out, kvfts_db *db);
+
+/** Flush and checkpoint, removing log files no longer needed. */
+int kvfts_checkpoint(kvfts_db *db);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVFTS_H */

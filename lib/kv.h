@@ -1,0 +1,335 @@
+/*
+ * lib/kv.h -- the internal interface of the bottom layer of kvfts ("kv"):
+ * errors, allocation, byte buffers, UTF-8 checks, the JSON walker, and the
+ * Berkeley DB storage of documents, doc ids, counters, lookups and metadata.
+ *
+ * Every other module includes only this header from lib/.  Nothing here knows
+ * about tokenizing, postings or queries.
+ */
+#ifndef KVFTS_KV_H
+#define KVFTS_KV_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvfts.h"
+
+/* ------------------------------------------------------------------------ */
+/* Errors (kv_util.c)                                                        */
+
+#define KV_ERRMSG_MAX 512
+
+/** A fixed buffer for an error, so that reporting one never allocates.
+ *  code is a kvfts_status; pos is a byte offset into the input the message
+ *  speaks of, or -1. */
+typedef struct kv_err {
+    int code;
+    long long pos;
+    char msg[KV_ERRMSG_MAX];
+} kv_err;
+
+#define KV_ERR_INIT { 0, -1, "" }
+
+void kv_err_clear(kv_err *err);
+/** Set err (if not NULL) to @p code and a formatted message; returns code. */
+int kv_seterr(kv_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** Prepend "context: " to the message already in err; returns err->code. */
+int kv_err_prefix(kv_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------------ */
+/* Allocation (kv_util.c).  All of kvfts allocates through these.            */
+
+void *kv_malloc(size_t n);
+void *kv_calloc(size_t n, size_t size);
+void *kv_realloc(void *p, size_t n);
+void kv_free(void *p);
+/** NUL-terminated copy of s[0..n). */
+char *kv_strndup(const char *s, size_t n);
+
+/** Test hook: make the allocation @p n calls from now (1 = the next) fail,
+ *  and every later one until reset; n <= 0 disables.  Per thread. */
+void kv_alloc_fail_after(long n);
+/** Allocations that were made to fail since the hook was last set. */
+long kv_alloc_failures(void);
+
+/* ------------------------------------------------------------------------ */
+/* Byte buffers (kv_util.c)                                                  */
+
+/** A growable byte buffer.  data is NUL-terminated whenever len < cap. */
+typedef struct kv_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+} kv_buf;
+
+#define KV_BUF_INIT { NULL, 0, 0 }
+
+int kv_buf_reserve(kv_buf *b, size_t extra, kv_err *err);
+int kv_buf_append(kv_buf *b, const void *p, size_t n, kv_err *err);
+int kv_buf_appendf(kv_buf *b, kv_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** Append s as a JSON string literal, quotes included. */
+int kv_buf_append_json_str(kv_buf *b, const char *s, size_t n, kv_err *err);
+void kv_buf_reset(kv_buf *b);     /* len = 0, keeps memory */
+void kv_buf_free(kv_buf *b);      /* frees memory; b is reusable */
+
+/* ------------------------------------------------------------------------ */
+/* UTF-8 (kv_util.c)                                                         */
+
+/** True if s[0..n) is well-formed UTF-8 (no overlongs, surrogates, or code
+ *  points past U+10FFFF).  On false, *bad_at (if not NULL) is the offset of
+ *  the first bad byte. */
+bool kv_utf8_valid(const char *s, size_t n, size_t *bad_at);
+
+/** 64-bit big-endian encoding helpers (keys sort numerically). */
+void kv_put_be64(unsigned char *p, uint64_t v);
+uint64_t kv_get_be64(const unsigned char *p);
+void kv_put_be32(unsigned char *p, uint32_t v);
+uint32_t kv_get_be32(const unsigned char *p);
+
+/* ------------------------------------------------------------------------ */
+/* JSON walker (kv_json.c)                                                   */
+
+typedef enum kv_json_type {
+    KV_JSON_STRING = 1,   /* value: the decoded UTF-8 string */
+    KV_JSON_NUMBER,       /* value: the number's text as written */
+    KV_JSON_BOOL,         /* value: "true" or "false" */
+    KV_JSON_NULL          /* value: "null" */
+} kv_json_type;
+
+/** Called for every scalar of a document, in document order.  @p path is the
+ *  dotted path of object keys leading to it ("address.city"); an array adds
+ *  nothing to the path, so array elements are reported under the array's
+ *  path.  @p path and @p value live only during the call.  @p pos is the byte
+ *  offset just past the value in the input.  A non-zero return stops the walk
+ *  and is returned by kv_json_walk() (set err yourself). */
+typedef int (*kv_json_leaf_fn)(void *payload, const char *path, size_t path_len,
+                               kv_json_type type, const char *value,
+                               size_t value_len, size_t pos);
+
+/** Validate a JSON document in one streaming pass (YAJL): it must be one
+ *  object, well-formed, UTF-8, at most KVFTS_MAX_DOC bytes and
+ *  KVFTS_MAX_DEPTH deep.  If @p compact is not NULL, the compact form is
+ *  appended to it.  If @p leaf is not NULL it is called for each scalar.
+ *  @return KVFTS_OK, KVFTS_EINVAL (err->pos = byte offset of the problem,
+ *          message "invalid JSON at byte N: reason"), KVFTS_ENOMEM, or what
+ *          @p leaf returned. */
+int kv_json_walk(const char *json, size_t len, kv_buf *compact,
+                 kv_json_leaf_fn leaf, void *payload, kv_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Storage (kv_store.c): one Berkeley DB transactional environment.          */
+
+/** The physical databases inside the one environment.  Logical keys (what
+ *  users and tools see) map onto them as described in kv_store.c. */
+typedef enum kv_space {
+    KV_DOCS = 0,    /* user key -> doc record (kv_doc.c) */
+    KV_DOCIDS,      /* be32 internal id -> user key */
+    KV_POSTINGS,    /* index/ owns the format: "<field>\0<term>..." -> block */
+    KV_LOOKUPS,     /* "NAME::VALUE" -> user key, sorted duplicates */
+    KV_COUNTERS,    /* NAME -> be64 two's-complement value */
+    KV_META,        /* NAME -> bytes (config, sequences, statistics) */
+    KV_NSPACES
+} kv_space;
+
+typedef struct kv_env kv_env;
+typedef struct kv_txn kv_txn;
+typedef struct kv_cursor kv_cursor;
+
+typedef struct kv_env_options {
+    bool create;
+    bool read_only;
+    size_t cache_bytes;    /* 0 = default */
+} kv_env_options;
+
+int kv_env_open(kv_env **out, const char *dir, const kv_env_options *o,
+                kv_err *err);
+void kv_env_close(kv_env *env);
+bool kv_env_read_only(const kv_env *env);
+const char *kv_env_dir(const kv_env *env);
+/** Flush the log, checkpoint, remove logs no longer needed. */
+int kv_env_checkpoint(kv_env *env, kv_err *err);
+/** Sizes of database files and log files in the directory. */
+int kv_env_sizes(kv_env *env, uint64_t *db_bytes, uint64_t *log_bytes,
+                 kv_err *err);
+
+/** Begin a transaction: a write transaction, or a snapshot read (readers
+ *  never wait for writers). */
+int kv_txn_begin(kv_txn **out, kv_env *env, bool write, kv_err *err);
+/** Commit durably; frees the transaction whatever happens. */
+int kv_txn_commit(kv_txn *txn, kv_err *err);
+/** Abort; NULL is a no-op. */
+void kv_txn_abort(kv_txn *txn);
+
+/** Status kv functions return when Berkeley DB chose this transaction as a
+ *  deadlock victim: the caller must abort and may retry.  Never leaves kv
+ *  through kv_txn_run(). */
+#define KV_RETRY (-100)
+
+/** Run @p fn in a transaction, committing if it returns KVFTS_OK and aborting
+ *  otherwise; on a deadlock (KV_RETRY) abort and run it again, up to a bound,
+ *  then KVFTS_EBUSY.  This is the one place write transactions commit
+ *  (replication acknowledgements belong here). */
+typedef int (*kv_txn_fn)(kv_txn *txn, void *payload, kv_err *err);
+int kv_txn_run(kv_env *env, bool write, kv_txn_fn fn, void *payload,
+               kv_err *err);
+
+/** Read @p key from @p space into @p val (replacing its contents).
+ *  for_update takes a write lock at once (read-modify-write).
+ *  @return KVFTS_OK, KVFTS_ENOTFOUND, KV_RETRY, KVFTS_ERROR. */
+int kv_get(kv_txn *txn, kv_space space, const void *key, size_t klen,
+           kv_buf *val, bool for_update, kv_err *err);
+/** Store key -> val (replacing; in KV_LOOKUPS, adding a duplicate). */
+int kv_put(kv_txn *txn, kv_space space, const void *key, size_t klen,
+           const void *val, size_t vlen, kv_err *err);
+/** Delete key (all its duplicates).  @return KVFTS_OK or KVFTS_ENOTFOUND. */
+int kv_del(kv_txn *txn, kv_space space, const void *key, size_t klen,
+           kv_err *err);
+/** KV_LOOKUPS only: delete the one pair key -> val. */
+int kv_del_pair(kv_txn *txn, kv_space space, const void *key, size_t klen,
+                const void *val, size_t vlen, kv_err *err);
+/** Number of records in a space (walks it; for stats and tests). */
+int kv_count(kv_txn *txn, kv_space space, uint64_t *out, kv_err *err);
+
+/** Cursor over a space, in key order (duplicates in value order). */
+int kv_cursor_open(kv_cursor **out, kv_txn *txn, kv_space space, kv_err *err);
+void kv_cursor_close(kv_cursor *c);
+/** Position at the first key >= key (klen 0: the first key).
+ *  @return KVFTS_OK, KVFTS_ITEROVER, KV_RETRY, KVFTS_ERROR. */
+int kv_cursor_seek(kv_cursor *c, const void *key, size_t klen, kv_err *err);
+/** Position at the next record. */
+int kv_cursor_next(kv_cursor *c, kv_err *err);
+/** Position at the first duplicate of exactly @p key. */
+int kv_cursor_seek_exact(kv_cursor *c, const void *key, size_t klen,
+                         kv_err *err);
+/** Position at the next duplicate of the current key. */
+int kv_cursor_next_dup(kv_cursor *c, kv_err *err);
+/** The current record; borrowed, valid until the cursor moves. */
+void kv_cursor_key(const kv_cursor *c, const char **key, size_t *klen);
+void kv_cursor_val(const kv_cursor *c, const char **val, size_t *vlen);
+/** Delete the current record. */
+int kv_cursor_del(kv_cursor *c, kv_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Keys (kv_doc.c)                                                           */
+
+/** The reserved logical prefixes; no document key may start with them. */
+#define KV_PREFIX_FTS "fts::"
+#define KV_PREFIX_COUNT "count::"
+#define KV_PREFIX_META "meta::"
+#define KV_SEP "::"
+
+/** Check a document key: UTF-8, 1..KVFTS_MAX_KEY bytes, no control
+ *  characters, not under a reserved prefix or a declared lookup name. */
+int kv_key_check(const char *key, size_t klen, const char *const *lookups,
+                 size_t nlookups, kv_err *err);
+
+/** Check a counter or lookup name: 1..128 bytes of [A-Za-z0-9_.-:] not
+ *  starting or ending with ':'. */
+int kv_name_check(const char *what, const char *name, size_t nlen,
+                  kv_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Documents (kv_doc.c)                                                      */
+
+/** A stored document record. */
+typedef struct kv_doc {
+    uint64_t cas;        /* changes on every write, never 0 */
+    uint32_t docid;      /* dense internal id, never 0 */
+    const char *json;    /* compact JSON; points into the kv_buf read into */
+    size_t json_len;
+} kv_doc;
+
+/** Read the document at key into @p buf and decode it into @p out.
+ *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECORRUPT, KV_RETRY, ... */
+int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
+               kv_doc *out, bool for_update, kv_err *err);
+/** Store a document record (and its doc-id table entry when @p new_id). */
+int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
+               bool new_id, kv_err *err);
+/** Delete the record and its doc-id table entry. */
+int kv_doc_del(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
+               kv_err *err);
+/** Key of internal id @p docid (into buf, NUL-terminated). */
+int kv_docid_key(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_err *err);
+
+/** Next value of a 64-bit sequence kept in KV_META under @p name (first 1). */
+int kv_seq_next(kv_txn *txn, const char *name, uint64_t *out, kv_err *err);
+/** Reserve @p n values of a sequence at once: *first .. *first + n - 1. */
+int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
+                   kv_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Counters (kv_doc.c)                                                       */
+
+int kv_counter_get(kv_txn *txn, const char *name, size_t nlen, int64_t *out,
+                   bool for_update, kv_err *err);
+int kv_counter_incr(kv_txn *txn, const char *name, size_t nlen, int64_t delta,
+                    const int64_t *initial, int64_t *out, kv_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration (kv_config.c)                                               */
+
+#define KV_MAX_LOOKUPS 64
+#define KV_MAX_LOOKUP_VALUE 200
+
+typedef struct kv_lookup_def {
+    char *name;      /* "customer_ref" */
+    char *path;      /* dotted path in the document, "customer_id" */
+    bool unique;
+} kv_lookup_def;
+
+/** The parsed configuration.  Sections that belong to other modules (e.g.
+ *  "fields" for tokenizer/) are kept as raw JSON in the stored config and
+ *  parsed by those modules. */
+typedef struct kv_config {
+    kv_lookup_def lookups[KV_MAX_LOOKUPS];
+    size_t nlookups;
+    const char *lookup_names[KV_MAX_LOOKUPS];  /* views of lookups[i].name */
+} kv_config;
+
+/** Parse and check @p json into @p out (cleared first).  Unknown top-level
+ *  keys are refused, naming the valid ones. */
+int kv_config_parse(kv_config *out, const char *json, size_t len, kv_err *err);
+void kv_config_clear(kv_config *c);
+const kv_lookup_def *kv_config_lookup(const kv_config *c, const char *name,
+                                      size_t nlen);
+
+/* ------------------------------------------------------------------------ */
+/* Lookups (kv_lookup.c)                                                     */
+
+/** The lookup values a document produces: (lookup index, value) pairs, with
+ *  duplicates removed.  Collected with kv_lookup_collect(). */
+typedef struct kv_lookup_vals {
+    kv_buf keys;        /* "NAME::VALUE\0" records back to back */
+    size_t n;
+    size_t *offs;       /* start of each record in keys.data */
+    unsigned char *uniq;/* 1 if that lookup is unique */
+    size_t cap;
+} kv_lookup_vals;
+
+/** Collect the lookup values of compact JSON @p json under @p cfg into @p out
+ *  (reset first). */
+int kv_lookup_collect(kv_lookup_vals *out, const kv_config *cfg,
+                      const char *json, size_t len, kv_err *err);
+void kv_lookup_vals_free(kv_lookup_vals *v);
+
+/** Move the lookups of document @p key from @p old_vals (may be NULL) to
+ *  @p new_vals (may be NULL): checks every unique constraint first, and only
+ *  if all hold, deletes the old pairs and adds the new.
+ *  @return KVFTS_OK, KVFTS_EEXISTS (a unique value is taken by another key;
+ *          nothing changed), KV_RETRY, KVFTS_ERROR. */
+int kv_lookup_update(kv_txn *txn, const char *key, size_t klen,
+                     const kv_lookup_vals *old_vals,
+                     const kv_lookup_vals *new_vals, kv_err *err);
+
+/** Append the keys of lookup entry "NAME::VALUE" to @p keys as
+ *  NUL-terminated strings; *n = how many.  KVFTS_ENOTFOUND if none. */
+int kv_lookup_refs(kv_txn *txn, const char *lkey, size_t lklen, kv_buf *keys,
+                   size_t *n, kv_err *err);
+
+#endif /* KVFTS_KV_H */
