@@ -16,6 +16,9 @@
 
 #include "kvfts.h"
 
+#define KVFTS_XSTR(x) #x
+#define KVFTS_STR(x) KVFTS_XSTR(x)
+
 /* ------------------------------------------------------------------------ */
 /* Errors (kv_util.c)                                                        */
 

@@ -1,0 +1,312 @@
+/*
+ * kv_json.c -- the one JSON pass of kvfts: validate, compact, and report
+ * every scalar with its dotted path, in a single streaming walk (YAJL's
+ * event parser; no DOM is built, so a document costs one pass and no
+ * per-value allocation).
+ *
+ * Invariants of an accepted document:
+ *  - exactly one JSON value, an object, with no trailing bytes but white space;
+ *  - strings and object keys are strict UTF-8 after unescaping (YAJL checks
+ *    the byte structure only, so we re-check: overlong forms, surrogates and
+ *    code points past U+10FFFF are refused; an escaped lone surrogate is
+ *    turned into '?' by YAJL and so never reaches storage);
+ *  - at most KVFTS_MAX_DOC bytes and KVFTS_MAX_DEPTH levels of nesting.
+ *
+ * Compact form: no white space between tokens; strings re-escaped minimally
+ * ('"', '\\' and control characters only; other characters stay raw UTF-8);
+ * numbers copied exactly as written, so no precision is lost.
+ *
+ * Paths: keys joined by '.', arrays add nothing ("tags" for every element of
+ * "tags": [...]).  This is the path used by lookups and by field extraction.
+ */
+#include "kv.h"
+
+#include <string.h>
+#include <yajl/yajl_parse.h>
+
+typedef struct walk {
+    kv_buf *out;              /* compact output, or NULL */
+    kv_json_leaf_fn leaf;
+    void *payload;
+    kv_err *err;
+    yajl_handle h;
+    int rc;                   /* first failure (sticky) */
+    bool need_comma;          /* compact output: a ',' goes before the next */
+    bool started;             /* the top-level value has begun */
+    unsigned depth;
+    kv_buf path;              /* current dotted path */
+    size_t base[KVFTS_MAX_DEPTH + 2]; /* path length at the start of a level */
+} walk;
+
+static size_t consumed(walk *w)
+{
+    return yajl_get_bytes_consumed(w->h);
+}
+
+static int fail(walk *w, int code, const char *what)
+{
+    if (w->rc == 0) {
+        size_t at = consumed(w);
+        kv_seterr(w->err, code, "invalid JSON at byte %zu: %s", at, what);
+        w->err->pos = (long long)at;
+        w->rc = code;
+    }
+    return 0;   /* tells YAJL to stop */
+}
+
+static int emit(walk *w, const char *s, size_t n)
+{
+    if (!w->out)
+        return KVFTS_OK;
+    return kv_buf_append(w->out, s, n, w->err);
+}
+
+/* Separator before a value or key in the compact output. */
+static int sep(walk *w)
+{
+    if (w->need_comma)
+        return emit(w, ",", 1);
+    return KVFTS_OK;
+}
+
+static int check_top(walk *w, bool is_object)
+{
+    if (!w->started) {
+        w->started = true;
+        if (!is_object)
+            return fail(w, KVFTS_EINVAL, "a document must be a JSON object");
+    }
+    return 1;
+}
+
+static int scalar(walk *w, kv_json_type type, const char *s, size_t n)
+{
+    if (!check_top(w, false))
+        return 0;
+    int rc = sep(w);
+    if (!rc) {
+        if (type == KV_JSON_STRING)
+            rc = w->out ? kv_buf_append_json_str(w->out, s, n, w->err) : 0;
+        else
+            rc = emit(w, s, n);
+    }
+    if (rc) {
+        w->rc = rc;
+        return 0;
+    }
+    w->need_comma = true;
+    if (w->leaf) {
+        rc = w->leaf(w->payload, w->path.data ? w->path.data : "", w->path.len,
+                     type, s, n, consumed(w));
+        if (rc) {
+            w->rc = rc;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int on_null(void *ctx)
+{
+    return scalar(ctx, KV_JSON_NULL, "null", 4);
+}
+
+static int on_bool(void *ctx, int v)
+{
+    return scalar(ctx, KV_JSON_BOOL, v ? "true" : "false", v ? 4 : 5);
+}
+
+static int on_number(void *ctx, const char *s, size_t n)
+{
+    return scalar(ctx, KV_JSON_NUMBER, s, n);
+}
+
+static int on_string(void *ctx, const unsigned char *s, size_t n)
+{
+    walk *w = ctx;
+    size_t bad;
+    if (!kv_utf8_valid((const char *)s, n, &bad))
+        return fail(w, KVFTS_EINVAL, "invalid UTF-8 in string");
+    return scalar(w, KV_JSON_STRING, (const char *)s, n);
+}
+
+static int open_level(walk *w, bool is_object)
+{
+    if (!check_top(w, is_object))
+        return 0;
+    if (w->depth >= KVFTS_MAX_DEPTH)
+        return fail(w, KVFTS_EINVAL,
+                    "nesting deeper than " KVFTS_STR(KVFTS_MAX_DEPTH)
+                    " levels");
+    int rc = sep(w);
+    if (!rc)
+        rc = emit(w, is_object ? "{" : "[", 1);
+    if (rc) {
+        w->rc = rc;
+        return 0;
+    }
+    w->need_comma = false;
+    w->depth++;
+    w->base[w->depth] = w->path.len;
+    return 1;
+}
+
+static int close_level(walk *w, bool is_object)
+{
+    int rc = emit(w, is_object ? "}" : "]", 1);
+    if (rc) {
+        w->rc = rc;
+        return 0;
+    }
+    w->path.len = w->base[w->depth];
+    if (w->path.data)
+        w->path.data[w->path.len] = '\0';
+    w->depth--;
+    w->need_comma = true;
+    return 1;
+}
+
+static int on_start_map(void *ctx)
+{
+    return open_level(ctx, true);
+}
+
+static int on_end_map(void *ctx)
+{
+    return close_level(ctx, true);
+}
+
+static int on_start_array(void *ctx)
+{
+    return open_level(ctx, false);
+}
+
+static int on_end_array(void *ctx)
+{
+    return close_level(ctx, false);
+}
+
+static int on_map_key(void *ctx, const unsigned char *s, size_t n)
+{
+    walk *w = ctx;
+    size_t bad;
+    if (!kv_utf8_valid((const char *)s, n, &bad))
+        return fail(w, KVFTS_EINVAL, "invalid UTF-8 in object key");
+    int rc = sep(w);
+    if (!rc && w->out)
+        rc = kv_buf_append_json_str(w->out, (const char *)s, n, w->err);
+    if (!rc)
+        rc = emit(w, ":", 1);
+    /* path = base of this object + "." + key */
+    size_t b = w->base[w->depth];
+    w->path.len = b;
+    if (!rc && b > 0)
+        rc = kv_buf_append(&w->path, ".", 1, w->err);
+    if (!rc)
+        rc = kv_buf_append(&w->path, s, n, w->err);
+    if (rc) {
+        w->rc = rc;
+        return 0;
+    }
+    w->need_comma = false;
+    return 1;
+}
+
+static const yajl_callbacks callbacks = {
+    on_null, on_bool, NULL, NULL, on_number, on_string,
+    on_start_map, on_map_key, on_end_map, on_start_array, on_end_array
+};
+
+static void *y_malloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    return kv_malloc(n);
+}
+
+static void *y_realloc(void *ctx, void *p, size_t n)
+{
+    (void)ctx;
+    return kv_realloc(p, n);
+}
+
+static void y_free(void *ctx, void *p)
+{
+    (void)ctx;
+    kv_free(p);
+}
+
+static bool all_space(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+            return false;
+    return true;
+}
+
+/* Copy YAJL's short error text ("parse error: ...\n") into err. */
+static void yajl_reason(walk *w, const char *json, size_t len, bool at_end)
+{
+    size_t at = at_end ? len : consumed(w);
+    unsigned char *msg = yajl_get_error(w->h, 0, (const unsigned char *)json,
+                                        len);
+    const char *m = msg ? (const char *)msg : "malformed";
+    size_t mlen = strlen(m);
+    while (mlen && (m[mlen - 1] == '\n' || m[mlen - 1] == ' '))
+        mlen--;
+    kv_seterr(w->err, KVFTS_EINVAL, "invalid JSON at byte %zu: %.*s", at,
+              (int)mlen, m);
+    w->err->pos = (long long)at;
+    if (msg)
+        yajl_free_error(w->h, msg);
+}
+
+int kv_json_walk(const char *json, size_t len, kv_buf *compact,
+                 kv_json_leaf_fn leaf, void *payload, kv_err *err)
+{
+    kv_err local = KV_ERR_INIT;
+    if (!err)
+        err = &local;
+    err->pos = -1;
+    if (len > KVFTS_MAX_DOC)
+        return kv_seterr(err, KVFTS_EINVAL,
+                         "document of %zu bytes is larger than the %u-byte "
+                         "limit", len, (unsigned)KVFTS_MAX_DOC);
+    if (all_space(json, len)) {
+        err->pos = 0;
+        return kv_seterr(err, KVFTS_EINVAL,
+                         "invalid JSON at byte 0: empty document");
+    }
+    static const yajl_alloc_funcs afuncs = { y_malloc, y_realloc, y_free, NULL };
+    walk w = { .out = compact, .leaf = leaf, .payload = payload, .err = err };
+    w.h = yajl_alloc(&callbacks, (yajl_alloc_funcs *)&afuncs, &w);
+    if (!w.h)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory (JSON parser)");
+    yajl_config(w.h, yajl_allow_comments, 0);
+    size_t out_start = compact ? compact->len : 0;
+
+    yajl_status st = yajl_parse(w.h, (const unsigned char *)json, len);
+    bool parsed_all = false;  /* an error from complete_parse is at the end */
+    if (st == yajl_status_ok) {
+        parsed_all = true;
+        st = yajl_complete_parse(w.h);
+    }
+    int rc = KVFTS_OK;
+    if (st != yajl_status_ok) {
+        if (w.rc)
+            rc = w.rc;      /* our own callback stopped the walk */
+        else if (st == yajl_status_error) {
+            yajl_reason(&w, json, len, parsed_all);
+            rc = KVFTS_EINVAL;
+        } else {
+            rc = kv_seterr(err, KVFTS_ERROR, "JSON walk stopped");
+        }
+    }
+    yajl_free(w.h);
+    kv_buf_free(&w.path);
+    if (rc && compact) {
+        compact->len = out_start;
+        if (compact->data)
+            compact->data[out_start] = '\0';
+    }
+    return rc;
+}
