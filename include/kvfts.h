@@ -72,6 +72,10 @@ void kvfts_close(kvfts_db *db);
  *  when @p db is NULL). */
 const char *kvfts_errmsg(const kvfts_db *db);
 
+/** The byte offset, in the input of the last failed call, that its message
+ *  speaks of (e.g. where a JSON document stops being valid), or -1. */
+long long kvfts_errpos(const kvfts_db *db);
+
 /** A static description of a status code. */
 const char *kvfts_strerror(int status);
 
@@ -213,6 +217,17 @@ int kvfts_batch_begin(kvfts_batch **out, kvfts_db *db);
 int kvfts_batch_write(kvfts_batch *b, kvfts_write_mode mode,
                       const char *key, size_t key_len,
                       const char *json, size_t json_len);
+
+/** As kvfts_batch_write(), with the key made from @p key_template: every
+ *  "{path}" in it is replaced by the scalar at that dotted path of the
+ *  document (a string as is, a number or boolean as written), e.g.
+ *  "pkg::{package}" or "{id}".  The key is taken in the same pass that
+ *  validates the JSON.  A missing value is KVFTS_EINVAL.
+ *  @param[out] key_out  may be NULL; else caller owns, kvfts_free(). */
+int kvfts_batch_write_template(char **key_out, kvfts_batch *b,
+                               kvfts_write_mode mode,
+                               const char *key_template, size_t template_len,
+                               const char *json, size_t json_len);
 
 /** As kvfts_put_auto(), inside the batch.
  *  @param[out] key_out  may be NULL; else caller owns, kvfts_free(). */

@@ -1,0 +1,356 @@
+/*
+ * kvfts_cmd_load.c -- bulk loading of JSON Lines (kvfts load) and the
+ * converter that turns the Debian package catalog into JSON Lines
+ * (kvfts debian-catalog).
+ *
+ * load: one document per line, blank lines ignored.  Lines go through one
+ * kvfts_batch; every --batch documents the batch commits, so a crash loses
+ * at most the batch in progress and every earlier one is durable.  A line
+ * the library refuses (bad JSON, bad key, missing key field, an existing key
+ * under --mode add, a taken unique lookup) is reported as FILE:LINE:COLUMN
+ * and either skipped (--skip-bad, counted in the summary) or ends the load
+ * after committing everything before it.  The summary is one JSON line.
+ */
+#include "tool.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct load_opts {
+    const char *file;
+    const char *key_template;
+    const char *auto_prefix;
+    kvfts_write_mode mode;
+    uint64_t batch;
+    bool skip_bad;
+    bool quiet;
+} load_opts;
+
+static bool blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return false;
+    return true;
+}
+
+/* A refusal of one document leaves the batch usable. */
+static bool doc_refused(int rc)
+{
+    return rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
+           rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
+}
+
+static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
+                    uint64_t total_bytes)
+{
+    kvfts_batch *b = NULL;
+    int rc = kvfts_batch_begin(&b, db);
+    if (rc)
+        return tool_fail(db, rc, "load");
+    tool_progress prog;
+    tool_progress_init(&prog, !o->quiet, total_bytes);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    uint64_t lineno = 0, loaded = 0, skipped = 0, bytes = 0, committed = 0;
+    int code = EXIT_OK;
+    double t0 = tool_now();
+    const char *fname = o->file;
+    size_t tlen = o->key_template ? strlen(o->key_template) : 0;
+    size_t plen = o->auto_prefix ? strlen(o->auto_prefix) : 0;
+    while ((n = getline(&line, &cap, in)) != -1) {
+        lineno++;
+        bytes += (uint64_t)n;
+        size_t len = (size_t)n;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            len--;
+        if (blank(line, len))
+            continue;
+        if (o->auto_prefix)
+            rc = kvfts_batch_write_auto(NULL, b, o->auto_prefix, plen, line,
+                                        len);
+        else
+            rc = kvfts_batch_write_template(NULL, b, o->mode, o->key_template,
+                                            tlen, line, len);
+        if (rc == KVFTS_OK) {
+            loaded++;
+        } else if (doc_refused(rc)) {
+            long long pos = kvfts_errpos(db);
+            if (pos >= 0)
+                tool_error(0, "load: %s:%" PRIu64 ":%lld: %s", fname, lineno,
+                           pos + 1, kvfts_errmsg(db));
+            else
+                tool_error(0, "load: %s:%" PRIu64 ": %s", fname, lineno,
+                           kvfts_errmsg(db));
+            if (!o->skip_bad) {
+                code = tool_exit_code(rc);
+                break;
+            }
+            skipped++;
+        } else {
+            /* The batch was rolled back: what was committed stays. */
+            code = tool_fail(db, rc, "load");
+            loaded = committed;
+            goto out;
+        }
+        if (kvfts_batch_pending(b) >= o->batch) {
+            rc = kvfts_batch_commit(b);
+            if (rc) {
+                code = tool_fail(db, rc, "load: commit");
+                loaded = committed;
+                goto out;
+            }
+            committed = loaded;
+        }
+        tool_progress_update(&prog, loaded, bytes, false);
+    }
+    if (ferror(in) && !code)
+        code = tool_error(EXIT_ERR, "load: %s: read error", fname);
+    rc = kvfts_batch_commit(b);
+    if (rc) {
+        if (!code)
+            code = tool_fail(db, rc, "load: commit");
+        loaded = committed;
+    }
+out:
+    tool_progress_update(&prog, loaded, bytes, true);
+    kvfts_batch_free(b);
+    free(line);
+    double secs = tool_now() - t0;
+    printf("{\"loaded\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"lines\":%" PRIu64
+           ",\"bytes\":%" PRIu64 ",\"seconds\":%.3f,\"docs_per_s\":%.0f%s}\n",
+           loaded, skipped, lineno, bytes, secs,
+           secs > 0 ? (double)loaded / secs : 0.0,
+           code ? ",\"stopped\":true" : "");
+    return code;
+}
+
+int cmd_load(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "key", required_argument, NULL, 'k' },
+        { "id-field", required_argument, NULL, 'i' },
+        { "auto", required_argument, NULL, 'a' },
+        { "mode", required_argument, NULL, 'm' },
+        { "batch", required_argument, NULL, 'b' },
+        { "skip-bad", no_argument, NULL, 's' },
+        { "quiet", no_argument, NULL, 'q' },
+        { "db", required_argument, NULL, 'd' },
+        { NULL, 0, NULL, 0 }
+    };
+    tool_common c = { NULL };
+    load_opts o = { .mode = KVFTS_UPSERT, .batch = 1000 };
+    char *id_tmpl = NULL;
+    int opt, nkey = 0;
+    while ((opt = getopt_long(argc, argv, "d:q", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'd': c.dir = optarg; break;
+        case 'k': o.key_template = optarg; nkey++; break;
+        case 'i': {
+            size_t n = strlen(optarg) + 3;
+            free(id_tmpl);
+            id_tmpl = malloc(n);
+            if (!id_tmpl)
+                return tool_error(EXIT_ERR, "load: out of memory");
+            snprintf(id_tmpl, n, "{%s}", optarg);
+            o.key_template = id_tmpl;
+            nkey++;
+            break;
+        }
+        case 'a': o.auto_prefix = optarg; nkey++; break;
+        case 'm':
+            if (strcmp(optarg, "put") == 0)
+                o.mode = KVFTS_UPSERT;
+            else if (strcmp(optarg, "add") == 0)
+                o.mode = KVFTS_INSERT;
+            else if (strcmp(optarg, "replace") == 0)
+                o.mode = KVFTS_REPLACE;
+            else {
+                free(id_tmpl);
+                return tool_error(EXIT_USAGE, "load: --mode is put, add or "
+                                  "replace, not '%s'", optarg);
+            }
+            break;
+        case 'b':
+            if (!tool_parse_u64(optarg, &o.batch) || o.batch == 0 ||
+                o.batch > 1000000) {
+                free(id_tmpl);
+                return tool_error(EXIT_USAGE, "load: --batch takes 1 to "
+                                  "1000000, not '%s'", optarg);
+            }
+            break;
+        case 's': o.skip_bad = true; break;
+        case 'q': o.quiet = true; break;
+        default:
+            free(id_tmpl);
+            return EXIT_USAGE;
+        }
+    }
+    int code = EXIT_OK;
+    if (argc - optind != 1)
+        code = tool_error(EXIT_USAGE, "load: give one FILE (or - for stdin)");
+    else if (nkey != 1)
+        code = tool_error(EXIT_USAGE, "load: give exactly one of --key "
+                          "TEMPLATE, --id-field PATH, --auto PREFIX");
+    else if (o.auto_prefix && o.mode != KVFTS_UPSERT)
+        code = tool_error(EXIT_USAGE, "load: --auto always adds new "
+                          "documents; --mode does not apply");
+    if (code) {
+        free(id_tmpl);
+        return code;
+    }
+    o.file = argv[optind];
+    FILE *in = strcmp(o.file, "-") == 0 ? stdin : fopen(o.file, "r");
+    if (!in) {
+        free(id_tmpl);
+        return tool_error(EXIT_NOTFOUND, "load: %s: cannot open", o.file);
+    }
+    uint64_t total = 0;
+    struct stat st;
+    if (in != stdin && fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode))
+        total = (uint64_t)st.st_size;
+    kvfts_db *db;
+    code = tool_open(&db, &c, false, false);
+    if (!code) {
+        code = run_load(db, &o, in, total);
+        kvfts_close(db);
+    }
+    if (in != stdin)
+        fclose(in);
+    free(id_tmpl);
+    return code;
+}
+
+/* ---- debian-catalog ---------------------------------------------------- */
+
+/* The fields we keep, in output order. */
+static const char *const catalog_fields[] = {
+    "Package", "Section", "Maintainer", "Version", "Description",
+    "Homepage", "Depends"
+};
+#define NCAT (sizeof catalog_fields / sizeof *catalog_fields)
+
+typedef struct stanza {
+    char *val[NCAT];
+    size_t len[NCAT], cap[NCAT];
+    int cur;               /* field the continuation lines belong to */
+} stanza;
+
+static int stanza_append(stanza *s, int f, const char *p, size_t n)
+{
+    if (s->len[f] + n + 1 > s->cap[f]) {
+        size_t cap = s->cap[f] ? s->cap[f] * 2 : 256;
+        while (cap < s->len[f] + n + 1)
+            cap *= 2;
+        char *v = realloc(s->val[f], cap);
+        if (!v)
+            return -1;
+        s->val[f] = v;
+        s->cap[f] = cap;
+    }
+    memcpy(s->val[f] + s->len[f], p, n);
+    s->len[f] += n;
+    s->val[f][s->len[f]] = '\0';
+    return 0;
+}
+
+static void stanza_emit(stanza *s, FILE *out, uint64_t *count)
+{
+    if (s->len[0] > 0) {
+        fputc('{', out);
+        bool first = true;
+        for (size_t f = 0; f < NCAT; f++) {
+            if (!s->len[f])
+                continue;
+            if (!first)
+                fputc(',', out);
+            first = false;
+            fputc('"', out);
+            for (const char *k = catalog_fields[f]; *k; k++)
+                fputc(*k >= 'A' && *k <= 'Z' ? *k + 32 : *k, out);
+            fputs("\":", out);
+            tool_json_str(out, s->val[f], s->len[f]);
+        }
+        fputs("}\n", out);
+        (*count)++;
+    }
+    for (size_t f = 0; f < NCAT; f++)
+        s->len[f] = 0;
+    s->cur = -1;
+}
+
+int cmd_debian_catalog(int argc, char **argv)
+{
+    if (argc > 2)
+        return tool_error(EXIT_USAGE, "debian-catalog: at most one FILE");
+    const char *path = argc == 2 ? argv[1] : "-";
+    FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!in)
+        return tool_error(EXIT_NOTFOUND, "debian-catalog: %s: cannot open",
+                          path);
+    stanza s = { .cur = -1 };
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    uint64_t count = 0;
+    int code = EXIT_OK;
+    while ((n = getline(&line, &cap, in)) != -1) {
+        size_t len = (size_t)n;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            len--;
+        if (len == 0) {
+            stanza_emit(&s, stdout, &count);
+            continue;
+        }
+        int r = 0;
+        if (line[0] == ' ' || line[0] == '\t') {
+            /* Continuation: " ." is an empty line of a long description. */
+            if (s.cur < 0)
+                continue;
+            const char *p = line + 1;
+            size_t pl = len - 1;
+            if (pl == 1 && p[0] == '.')
+                pl = 0;
+            r = stanza_append(&s, s.cur, "\n", 1);
+            if (!r)
+                r = stanza_append(&s, s.cur, p, pl);
+        } else {
+            s.cur = -1;
+            const char *colon = memchr(line, ':', len);
+            if (!colon)
+                continue;
+            size_t kl = (size_t)(colon - line);
+            for (size_t f = 0; f < NCAT; f++) {
+                if (strlen(catalog_fields[f]) == kl &&
+                    strncmp(catalog_fields[f], line, kl) == 0) {
+                    const char *v = colon + 1;
+                    while (*v == ' ')
+                        v++;
+                    s.cur = (int)f;
+                    s.len[f] = 0;
+                    r = stanza_append(&s, s.cur, v, len - (size_t)(v - line));
+                    break;
+                }
+            }
+        }
+        if (r) {
+            code = tool_error(EXIT_ERR, "debian-catalog: out of memory");
+            break;
+        }
+    }
+    if (!code)
+        stanza_emit(&s, stdout, &count);
+    for (size_t f = 0; f < NCAT; f++)
+        free(s.val[f]);
+    free(line);
+    if (in != stdin)
+        fclose(in);
+    if (!code && count == 0)
+        code = tool_error(EXIT_NOTFOUND, "debian-catalog: no packages in %s "
+                          "(on Debian, run 'apt-get update' first)", path);
+    return code;
+}

@@ -1,0 +1,141 @@
+/*
+ * kvfts_main.c -- the kvfts command: dispatch to subcommands and help.
+ *
+ * Conventions (README.md "The kvfts command"): every command takes -d DIR or
+ * $KVFTS_DB; output is JSON lines on stdout; errors are one line on stderr,
+ * "kvfts: <what>: <why>", with an exit status that tells not-found,
+ * conflict and bad input apart (tool.h).
+ */
+#include "tool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+} command;
+
+static const command commands[] = {
+    { "init", cmd_init,
+      "kvfts init DIR [--config FILE]\n"
+      "  Create a database in DIR (and the directory).  --config stores a\n"
+      "  JSON config (lookups, analysis); allowed while the database is empty.\n" },
+    { "put", cmd_write,
+      "kvfts put KEY JSON [--cas N] | kvfts put --auto PREFIX JSON\n"
+      "  Store JSON (an object; '-' reads stdin, @FILE reads a file) under KEY,\n"
+      "  creating or replacing it.  --cas N: only if the stored CAS is N.\n"
+      "  --auto PREFIX: key PREFIX::<n>, n from counter count::PREFIX.\n"
+      "  Prints {\"key\":KEY,\"cas\":NEW_CAS}.\n" },
+    { "add", cmd_write,
+      "kvfts add KEY JSON\n"
+      "  Store JSON under KEY; fails (exit 4) if KEY exists.\n" },
+    { "replace", cmd_write,
+      "kvfts replace KEY JSON [--cas N]\n"
+      "  Replace the document at KEY; fails (exit 3) if it does not exist,\n"
+      "  (exit 4) if --cas N does not match.\n" },
+    { "del", cmd_del,
+      "kvfts del KEY [--cas N]\n"
+      "  Delete the document at KEY and its lookups.\n" },
+    { "get", cmd_get,
+      "kvfts get KEY... | kvfts get --range PREFIX FIRST..[LAST]\n"
+      "  Multi-get: one JSON line per key, in order; a missing key prints\n"
+      "  {\"key\":K,\"error\":\"not found\"} and the exit status is 3.\n"
+      "  Logical keys work too: count::NAME, meta::config, LOOKUP::VALUE.\n"
+      "  --range PREFIX 1..N reads PREFIX::1..PREFIX::N (N omitted: the value\n"
+      "  of counter count::PREFIX), skipping missing documents.\n" },
+    { "incr", cmd_incr,
+      "kvfts incr NAME [DELTA] [--initial N]\n"
+      "  Add DELTA (default 1, may be negative) to counter count::NAME and\n"
+      "  print {\"counter\":\"count::NAME\",\"value\":V}.  A missing counter\n"
+      "  starts at 0, or with --initial N is created holding N.\n" },
+    { "lookup", cmd_lookup,
+      "kvfts lookup NAME VALUE [--ref]\n"
+      "  Follow lookup NAME::VALUE and print the documents it refers to;\n"
+      "  --ref prints the lookup document itself ({\"ref\":..} / {\"refs\":[..]}).\n" },
+    { "load", cmd_load,
+      "kvfts load FILE.jsonl|- [--key TEMPLATE | --id-field PATH | --auto PREFIX]\n"
+      "           [--mode put|add|replace] [--batch N] [--skip-bad] [--quiet]\n"
+      "  Bulk-load JSON Lines, one transaction per batch (default 1000 docs).\n"
+      "  --key 'pkg::{package}' builds keys from fields; --id-field id uses\n"
+      "  the value of field id as the key; --auto user makes user::<n>.\n"
+      "  A bad line stops the load (everything before it is committed) unless\n"
+      "  --skip-bad, which reports and counts it.  Progress on a terminal.\n" },
+    { "stats", cmd_stats,
+      "kvfts stats\n"
+      "  Print document, counter and lookup counts and sizes on disk.\n" },
+    { "config", cmd_config,
+      "kvfts config\n"
+      "  Print the stored configuration (meta::config).\n" },
+    { "debian-catalog", cmd_debian_catalog,
+      "kvfts debian-catalog [FILE|-]\n"
+      "  Turn 'apt-cache dumpavail' output into JSON Lines with fields\n"
+      "  package, section, maintainer, version, description, homepage,\n"
+      "  depends (load them with --key 'pkg::{package}').\n" },
+};
+
+#define NCOMMANDS (sizeof commands / sizeof *commands)
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "kvfts %s -- full-text and lookup indexing of JSON documents\n\n"
+            "usage: kvfts [-d DIR] COMMAND [ARGS]   (DIR may also come from "
+            "KVFTS_DB)\n\ncommands:\n", KVFTS_VERSION_STRING);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const char *u = commands[i].usage;
+        const char *nl = strchr(u, '\n');
+        fprintf(f, "  %.*s\n", (int)(nl - u), u);
+    }
+    fprintf(f, "\n'kvfts COMMAND --help' describes one command.  Exit status: "
+               "0 ok, 1 error, 2 bad input,\n3 not found, 4 conflict (exists, "
+               "CAS), 5 busy, 6 corrupt.\n");
+}
+
+int main(int argc, char **argv)
+{
+    /* Global options before the command: -d DIR, --help, --version. */
+    int i = 1;
+    while (i < argc && argv[i][0] == '-') {
+        if (strcmp(argv[i], "-d") == 0 || strcmp(argv[i], "--db") == 0) {
+            if (i + 1 >= argc)
+                return tool_error(EXIT_USAGE, "-d needs a directory");
+            setenv("KVFTS_DB", argv[i + 1], 1);
+            i += 2;
+        } else if (strncmp(argv[i], "--db=", 5) == 0) {
+            setenv("KVFTS_DB", argv[i] + 5, 1);
+            i++;
+        } else if (strcmp(argv[i], "-h") == 0 ||
+                   strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return EXIT_OK;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("kvfts %s\n", KVFTS_VERSION_STRING);
+            return EXIT_OK;
+        } else {
+            return tool_error(EXIT_USAGE, "unknown option '%s' (see kvfts "
+                              "--help)", argv[i]);
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[i];
+    for (size_t c = 0; c < NCOMMANDS; c++) {
+        if (strcmp(commands[c].name, name) != 0)
+            continue;
+        for (int k = i + 1; k < argc; k++) {
+            if (strcmp(argv[k], "--") == 0)
+                break;
+            if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
+                fputs(commands[c].usage, stdout);
+                return EXIT_OK;
+            }
+        }
+        return commands[c].run(argc - i, argv + i);
+    }
+    return tool_error(EXIT_USAGE, "unknown command '%s' (see kvfts --help)",
+                      name);
+}

@@ -1,0 +1,216 @@
+/*
+ * kvfts_util.c -- helpers shared by the kvfts commands: opening the
+ * database, error lines and exit statuses, reading inputs, JSON output and
+ * the progress line.
+ */
+#include "tool.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int tool_exit_code(int status)
+{
+    switch (status) {
+    case KVFTS_OK: return EXIT_OK;
+    case KVFTS_EINVAL: return EXIT_USAGE;
+    case KVFTS_ENOTFOUND: return EXIT_NOTFOUND;
+    case KVFTS_EEXISTS:
+    case KVFTS_ECAS: return EXIT_CONFLICT;
+    case KVFTS_EBUSY: return EXIT_BUSY;
+    case KVFTS_ECORRUPT: return EXIT_CORRUPT;
+    default: return EXIT_ERR;
+    }
+}
+
+int tool_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("kvfts: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+int tool_fail(kvfts_db *db, int status, const char *what)
+{
+    const char *msg = db ? kvfts_errmsg(db) : "";
+    if (!msg[0])
+        msg = kvfts_strerror(status);
+    return tool_error(tool_exit_code(status), "%s: %s", what, msg);
+}
+
+int tool_open(kvfts_db **out, const tool_common *c, bool create,
+              bool read_only)
+{
+    *out = NULL;
+    const char *dir = c->dir ? c->dir : getenv("KVFTS_DB");
+    if (!dir || !dir[0])
+        return tool_error(EXIT_USAGE, "no database: give -d DIR or set "
+                          "KVFTS_DB");
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    o.create = create;
+    o.read_only = read_only;
+    kvfts_db *db = NULL;
+    int rc = kvfts_open(&db, dir, &o);
+    if (rc) {
+        int code = tool_fail(db, rc, "open");
+        kvfts_close(db);
+        return code;
+    }
+    *out = db;
+    return EXIT_OK;
+}
+
+int tool_read_file(char **out, size_t *len, const char *path)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f)
+        return tool_error(EXIT_NOTFOUND, "%s: %s", path, strerror(errno));
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (n + 1 < cap)
+            break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (!buf)
+        return tool_error(EXIT_ERR, "%s: out of memory", path);
+    if (bad) {
+        free(buf);
+        return tool_error(EXIT_ERR, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return EXIT_OK;
+}
+
+bool tool_parse_i64(const char *s, int64_t *out)
+{
+    if (!s || !*s)
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+bool tool_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+void tool_json_str(FILE *f, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    fputc('"', f);
+    size_t run = 0;   /* start of the pending run of plain bytes */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        fwrite(s + run, 1, i - run, f);
+        run = i + 1;
+        fputc('\\', f);
+        if (c == '"' || c == '\\')
+            fputc(c, f);
+        else if (c == '\n')
+            fputc('n', f);
+        else if (c == '\t')
+            fputc('t', f);
+        else if (c == '\r')
+            fputc('r', f);
+        else
+            fprintf(f, "u00%c%c", hex[c >> 4], hex[c & 15]);
+    }
+    fwrite(s + run, 1, n - run, f);
+    fputc('"', f);
+}
+
+void tool_print_doc(FILE *f, const kvfts_doc *d)
+{
+    fputs("{\"key\":", f);
+    tool_json_str(f, d->key, d->key_len);
+    if (d->status == KVFTS_OK) {
+        fprintf(f, ",\"cas\":%" PRIu64 ",\"doc\":", d->cas);
+        fwrite(d->json, 1, d->json_len, f);
+        fputs("}\n", f);
+    } else {
+        fprintf(f, ",\"error\":\"%s\"}\n", kvfts_strerror(d->status));
+    }
+}
+
+double tool_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void tool_progress_init(tool_progress *p, bool enabled, uint64_t total_bytes)
+{
+    p->on = enabled && isatty(STDERR_FILENO);
+    p->start = p->last = tool_now();
+    p->total_bytes = total_bytes;
+}
+
+void tool_progress_update(tool_progress *p, uint64_t docs, uint64_t bytes,
+                          bool final)
+{
+    if (!p->on)
+        return;
+    double now = tool_now();
+    if (!final && now - p->last < 0.25)
+        return;
+    p->last = now;
+    double secs = now - p->start;
+    double rate = secs > 0 ? (double)docs / secs : 0;
+    double mb = (double)bytes / 1e6;
+    char eta[32] = "";
+    if (p->total_bytes && bytes && !final) {
+        double left = secs * ((double)p->total_bytes / (double)bytes - 1.0);
+        int s = left > 0 ? (int)left : 0;
+        snprintf(eta, sizeof eta, "  ETA %d:%02d", s / 60, s % 60);
+    }
+    char pct[16] = "";
+    if (p->total_bytes)
+        snprintf(pct, sizeof pct, "%3.0f%% ",
+                 100.0 * (double)bytes / (double)p->total_bytes);
+    fprintf(stderr, "\r%s%" PRIu64 " docs  %.1f MB  %.0f docs/s  %.1f MB/s%s"
+            "   ", pct, docs, mb, rate, secs > 0 ? mb / secs : 0, eta);
+    if (final)
+        fputc('\n', stderr);
+    fflush(stderr);
+}

@@ -1,0 +1,84 @@
+/*
+ * tools/tool.h -- the internal header of the kvfts command: what the command
+ * files share.  Like LMDB's tools, the command uses only the public API
+ * (include/kvfts.h) and libc (plus YAJL's generator for output).
+ */
+#ifndef KVFTS_TOOL_H
+#define KVFTS_TOOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kvfts.h"
+
+/* Exit statuses: documented in README.md "The kvfts command". */
+enum {
+    EXIT_OK = 0,
+    EXIT_ERR = 1,        /* storage or system failure */
+    EXIT_USAGE = 2,      /* bad arguments or bad input (JSON, key, config) */
+    EXIT_NOTFOUND = 3,   /* no such document, counter, lookup or database */
+    EXIT_CONFLICT = 4,   /* already exists, CAS mismatch, unique lookup taken */
+    EXIT_BUSY = 5,       /* locked / deadlocked */
+    EXIT_CORRUPT = 6     /* stored data failed validation */
+};
+
+/* Options every command takes. */
+typedef struct tool_common {
+    const char *dir;     /* -d DIR, or $KVFTS_DB */
+} tool_common;
+
+/** Exit status for a kvfts status code. */
+int tool_exit_code(int status);
+
+/** Print "kvfts: <what>: <message of db or status>" to stderr; returns the
+ *  exit status for @p status. */
+int tool_fail(kvfts_db *db, int status, const char *what);
+/** Print "kvfts: <formatted>" to stderr; returns @p code. */
+int tool_error(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/** Open the database named by -d / KVFTS_DB.  On failure prints the error
+ *  and returns its exit status (non-zero); *out is then NULL. */
+int tool_open(kvfts_db **out, const tool_common *c, bool create,
+              bool read_only);
+
+/** Read a whole file ("-" = stdin) into a malloc'd buffer. */
+int tool_read_file(char **out, size_t *len, const char *path);
+
+/** Parse a signed/unsigned decimal, whole string; false if invalid. */
+bool tool_parse_i64(const char *s, int64_t *out);
+bool tool_parse_u64(const char *s, uint64_t *out);
+
+/** Write s[0..n) as a JSON string literal. */
+void tool_json_str(FILE *f, const char *s, size_t n);
+
+/** Print one document as a JSON line: {"key":..,"cas":..,"doc":..}. */
+void tool_print_doc(FILE *f, const kvfts_doc *d);
+
+/* Progress display on a terminal (stderr), at most a few times a second. */
+typedef struct tool_progress {
+    bool on;             /* stderr is a terminal and not --quiet */
+    double start;        /* seconds (monotonic) */
+    double last;
+    uint64_t total_bytes;/* 0 if unknown (a pipe) */
+} tool_progress;
+
+double tool_now(void);
+void tool_progress_init(tool_progress *p, bool enabled, uint64_t total_bytes);
+void tool_progress_update(tool_progress *p, uint64_t docs, uint64_t bytes,
+                          bool final);
+
+/* Commands: each returns the process exit status. */
+int cmd_init(int argc, char **argv);
+int cmd_write(int argc, char **argv);     /* put, add, replace */
+int cmd_del(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_incr(int argc, char **argv);
+int cmd_lookup(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_load(int argc, char **argv);
+int cmd_debian_catalog(int argc, char **argv);
+
+#endif /* KVFTS_TOOL_H */
