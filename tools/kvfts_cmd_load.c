@@ -14,6 +14,7 @@
 #include "tool.h"
 
 #include <getopt.h>
+#include <search.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,16 +228,25 @@ int cmd_load(int argc, char **argv)
 
 /* ---- debian-catalog ---------------------------------------------------- */
 
-/* The fields we keep, in output order. */
-static const char *const catalog_fields[] = {
+/* apt's catalog is RFC 822 stanzas.  The Packages records carry only the
+ * one-line Description (Debian moved long descriptions to the
+ * Translation-en lists); --translations FILE joins the full English text by
+ * Description-md5, using POSIX hsearch(3) from libc as the index. */
+
+enum { F_PACKAGE, F_SECTION, F_MAINTAINER, F_VERSION, F_DESCRIPTION,
+       F_HOMEPAGE, F_DEPENDS, F_MD5, F_DESC_EN, NFIELDS };
+
+static const char *const field_names[NFIELDS] = {
     "Package", "Section", "Maintainer", "Version", "Description",
-    "Homepage", "Depends"
+    "Homepage", "Depends", "Description-md5", "Description-en"
 };
-#define NCAT (sizeof catalog_fields / sizeof *catalog_fields)
+/* What a catalog line prints, in order (lower-cased names). */
+static const int emitted[] = { F_PACKAGE, F_SECTION, F_MAINTAINER, F_VERSION,
+                               F_DESCRIPTION, F_HOMEPAGE, F_DEPENDS };
 
 typedef struct stanza {
-    char *val[NCAT];
-    size_t len[NCAT], cap[NCAT];
+    char *val[NFIELDS];
+    size_t len[NFIELDS], cap[NFIELDS];
     int cur;               /* field the continuation lines belong to */
 } stanza;
 
@@ -258,99 +268,189 @@ static int stanza_append(stanza *s, int f, const char *p, size_t n)
     return 0;
 }
 
-static void stanza_emit(stanza *s, FILE *out, uint64_t *count)
+static void stanza_reset(stanza *s)
 {
-    if (s->len[0] > 0) {
-        fputc('{', out);
-        bool first = true;
-        for (size_t f = 0; f < NCAT; f++) {
-            if (!s->len[f])
-                continue;
-            if (!first)
-                fputc(',', out);
-            first = false;
-            fputc('"', out);
-            for (const char *k = catalog_fields[f]; *k; k++)
-                fputc(*k >= 'A' && *k <= 'Z' ? *k + 32 : *k, out);
-            fputs("\":", out);
-            tool_json_str(out, s->val[f], s->len[f]);
-        }
-        fputs("}\n", out);
-        (*count)++;
-    }
-    for (size_t f = 0; f < NCAT; f++)
+    for (int f = 0; f < NFIELDS; f++)
         s->len[f] = 0;
     s->cur = -1;
 }
 
+static void stanza_free(stanza *s)
+{
+    for (int f = 0; f < NFIELDS; f++)
+        free(s->val[f]);
+}
+
+/* Feed one line (without its newline) to s.  Returns 1 when a blank line
+ * ends a stanza, -1 on out of memory, 0 otherwise. */
+static int stanza_line(stanza *s, const char *line, size_t len)
+{
+    if (len == 0)
+        return 1;
+    if (line[0] == ' ' || line[0] == '\t') {
+        /* Continuation: " ." is an empty line of a long description. */
+        if (s->cur < 0)
+            return 0;
+        const char *p = line + 1;
+        size_t pl = len - 1;
+        if (pl == 1 && p[0] == '.')
+            pl = 0;
+        if (stanza_append(s, s->cur, "\n", 1))
+            return -1;
+        return stanza_append(s, s->cur, p, pl);
+    }
+    s->cur = -1;
+    const char *colon = memchr(line, ':', len);
+    if (!colon)
+        return 0;
+    size_t kl = (size_t)(colon - line);
+    for (int f = 0; f < NFIELDS; f++) {
+        if (strlen(field_names[f]) == kl &&
+            strncmp(field_names[f], line, kl) == 0) {
+            const char *v = colon + 1;
+            while (*v == ' ')
+                v++;
+            s->cur = f;
+            s->len[f] = 0;
+            return stanza_append(s, f, v, len - (size_t)(v - line));
+        }
+    }
+    return 0;
+}
+
+/* Read every stanza of in, calling each() at its end.  -1 on out of memory. */
+static int read_stanzas(FILE *in, int (*each)(stanza *s, void *p), void *p)
+{
+    stanza s;
+    memset(&s, 0, sizeof s);
+    s.cur = -1;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int r = 0;
+    while (r >= 0 && (n = getline(&line, &cap, in)) != -1) {
+        size_t len = (size_t)n;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            len--;
+        r = stanza_line(&s, line, len);
+        if (r == 1) {
+            r = each(&s, p);
+            stanza_reset(&s);
+        }
+    }
+    if (r >= 0)
+        r = each(&s, p);
+    stanza_free(&s);
+    free(line);
+    return r < 0 ? -1 : 0;
+}
+
+/* Translation stanzas go into the hsearch table: md5 -> full text. */
+static int add_translation(stanza *s, void *p)
+{
+    size_t *count = p;
+    if (!s->len[F_MD5] || !s->len[F_DESC_EN])
+        return 0;
+    ENTRY e = { strdup(s->val[F_MD5]), strdup(s->val[F_DESC_EN]) };
+    if (!e.key || !e.data || !hsearch(e, ENTER)) {
+        free(e.key);
+        free(e.data);
+        return -1;
+    }
+    (*count)++;
+    return 0;
+}
+
+typedef struct emit_state {
+    uint64_t count;
+    bool joined;       /* translations were loaded */
+    uint64_t long_desc;
+} emit_state;
+
+static int emit_package(stanza *s, void *p)
+{
+    emit_state *st = p;
+    if (!s->len[F_PACKAGE])
+        return 0;
+    const char *desc = s->val[F_DESCRIPTION];
+    size_t dlen = s->len[F_DESCRIPTION];
+    if (st->joined && s->len[F_MD5]) {
+        ENTRY q = { s->val[F_MD5], NULL };
+        ENTRY *hit = hsearch(q, FIND);
+        if (hit) {
+            desc = hit->data;
+            dlen = strlen(desc);
+            st->long_desc++;
+        }
+    }
+    fputc('{', stdout);
+    for (size_t i = 0; i < sizeof emitted / sizeof *emitted; i++) {
+        int f = emitted[i];
+        const char *v = f == F_DESCRIPTION ? desc : s->val[f];
+        size_t vl = f == F_DESCRIPTION ? dlen : s->len[f];
+        if (!vl)
+            continue;
+        if (i)
+            fputc(',', stdout);
+        fputc('"', stdout);
+        for (const char *k = field_names[f]; *k; k++)
+            fputc(*k >= 'A' && *k <= 'Z' ? *k + 32 : *k, stdout);
+        fputs("\":", stdout);
+        tool_json_str(stdout, v, vl);
+    }
+    fputs("}\n", stdout);
+    st->count++;
+    return 0;
+}
+
 int cmd_debian_catalog(int argc, char **argv)
 {
-    if (argc > 2)
+    static const struct option opts[] = {
+        { "translations", required_argument, NULL, 't' },
+        { NULL, 0, NULL, 0 }
+    };
+    const char *trans = NULL;
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (o == 't')
+            trans = optarg;
+        else
+            return EXIT_USAGE;
+    }
+    if (argc - optind > 1)
         return tool_error(EXIT_USAGE, "debian-catalog: at most one FILE");
-    const char *path = argc == 2 ? argv[1] : "-";
+    const char *path = optind < argc ? argv[optind] : "-";
+    emit_state st = { 0, false, 0 };
+    if (trans) {
+        FILE *t = fopen(trans, "r");
+        if (!t)
+            return tool_error(EXIT_NOTFOUND, "debian-catalog: %s: cannot "
+                              "open", trans);
+        size_t nt = 0;
+        int r = hcreate(400000) ? read_stanzas(t, add_translation, &nt) : -1;
+        fclose(t);
+        if (r)
+            return tool_error(EXIT_ERR, "debian-catalog: out of memory");
+        st.joined = true;
+        fprintf(stderr, "kvfts: debian-catalog: %zu translated descriptions "
+                "from %s\n", nt, trans);
+    }
     FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (!in)
         return tool_error(EXIT_NOTFOUND, "debian-catalog: %s: cannot open",
                           path);
-    stanza s = { .cur = -1 };
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    uint64_t count = 0;
-    int code = EXIT_OK;
-    while ((n = getline(&line, &cap, in)) != -1) {
-        size_t len = (size_t)n;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            len--;
-        if (len == 0) {
-            stanza_emit(&s, stdout, &count);
-            continue;
-        }
-        int r = 0;
-        if (line[0] == ' ' || line[0] == '\t') {
-            /* Continuation: " ." is an empty line of a long description. */
-            if (s.cur < 0)
-                continue;
-            const char *p = line + 1;
-            size_t pl = len - 1;
-            if (pl == 1 && p[0] == '.')
-                pl = 0;
-            r = stanza_append(&s, s.cur, "\n", 1);
-            if (!r)
-                r = stanza_append(&s, s.cur, p, pl);
-        } else {
-            s.cur = -1;
-            const char *colon = memchr(line, ':', len);
-            if (!colon)
-                continue;
-            size_t kl = (size_t)(colon - line);
-            for (size_t f = 0; f < NCAT; f++) {
-                if (strlen(catalog_fields[f]) == kl &&
-                    strncmp(catalog_fields[f], line, kl) == 0) {
-                    const char *v = colon + 1;
-                    while (*v == ' ')
-                        v++;
-                    s.cur = (int)f;
-                    s.len[f] = 0;
-                    r = stanza_append(&s, s.cur, v, len - (size_t)(v - line));
-                    break;
-                }
-            }
-        }
-        if (r) {
-            code = tool_error(EXIT_ERR, "debian-catalog: out of memory");
-            break;
-        }
-    }
-    if (!code)
-        stanza_emit(&s, stdout, &count);
-    for (size_t f = 0; f < NCAT; f++)
-        free(s.val[f]);
-    free(line);
+    int r = read_stanzas(in, emit_package, &st);
     if (in != stdin)
         fclose(in);
-    if (!code && count == 0)
-        code = tool_error(EXIT_NOTFOUND, "debian-catalog: no packages in %s "
+    /* The translation strings live until exit, as hsearch's table does. */
+    if (r)
+        return tool_error(EXIT_ERR, "debian-catalog: out of memory");
+    if (st.count == 0)
+        return tool_error(EXIT_NOTFOUND, "debian-catalog: no packages in %s "
                           "(on Debian, run 'apt-get update' first)", path);
-    return code;
+    if (trans)
+        fprintf(stderr, "kvfts: debian-catalog: %llu packages, %llu with a "
+                "long description\n", (unsigned long long)st.count,
+                (unsigned long long)st.long_desc);
+    return EXIT_OK;
 }
