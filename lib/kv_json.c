@@ -21,6 +21,7 @@
  */
 #include "kv.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
 
@@ -217,22 +218,26 @@ static const yajl_callbacks callbacks = {
     on_start_map, on_map_key, on_end_map, on_start_array, on_end_array
 };
 
+/* YAJL 2.1 does not check its own allocations (yajl_alloc() uses the lexer
+ * it failed to get; yajl_buf asserts), so failing them would crash inside
+ * YAJL.  Its allocations therefore bypass kv_malloc's fault hook and go to
+ * libc directly; a real out-of-memory inside YAJL is YAJL's to survive. */
 static void *y_malloc(void *ctx, size_t n)
 {
     (void)ctx;
-    return kv_malloc(n);
+    return malloc(n);
 }
 
 static void *y_realloc(void *ctx, void *p, size_t n)
 {
     (void)ctx;
-    return kv_realloc(p, n);
+    return realloc(p, n);
 }
 
 static void y_free(void *ctx, void *p)
 {
     (void)ctx;
-    kv_free(p);
+    free(p);
 }
 
 static bool all_space(const char *s, size_t n)

@@ -154,7 +154,8 @@ static int refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
     rc = kv_config_parse(&cfg, v.data ? v.data : "", v.len, err);
     if (rc) {
         kv_err_prefix(err, "stored meta::config");
-        err->code = rc = KVFTS_ECORRUPT;
+        if (rc == KVFTS_EINVAL)     /* it was valid when stored */
+            err->code = rc = KVFTS_ECORRUPT;
         goto done;
     }
     kv_config_clear(&db->cfg);

@@ -1,0 +1,575 @@
+/*
+ * test_api.c -- unit tests of the public API (include/kvfts.h): documents
+ * with CAS and add/replace rules, multi-get, counters and auto keys, counter
+ * ranges, lookups kept exact through updates and deletes, config rules,
+ * batches and key templates, read-only handles, two handles, allocation
+ * failures (nothing changes, nothing leaks) and corrupt records.
+ */
+#include "testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "kv.h"       /* only for fault injection and corrupting records */
+#include "kvfts.h"
+
+typedef struct fx {
+    char *dir;
+    kvfts_db *db;
+} fx;
+
+static int fx_setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    f->dir = tu_tmpdir();
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    o.create = true;
+    if (!f->dir || kvfts_open(&f->db, f->dir, &o) != KVFTS_OK) {
+        fprintf(stderr, "setup: %s\n", kvfts_errmsg(f->db));
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    fx *f = *state;
+    kvfts_close(f->db);
+    tu_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+#define S(x) x, strlen(x)
+
+/* The stored JSON of key, or NULL if absent (caller frees). */
+static char *doc_of(kvfts_db *db, const char *key, uint64_t *cas)
+{
+    char *json = NULL;
+    size_t n;
+    int rc = kvfts_get(&json, &n, cas, db, S(key));
+    if (rc == KVFTS_ENOTFOUND)
+        return NULL;
+    assert_int_equal(rc, KVFTS_OK);
+    return json;
+}
+
+static void assert_doc(kvfts_db *db, const char *key, const char *want)
+{
+    char *got = doc_of(db, key, NULL);
+    if (!want) {
+        if (got)
+            fail_msg("%s: expected no document, got %s", key, got);
+        return;
+    }
+    if (!got)
+        fail_msg("%s: expected %s, got none", key, want);
+    assert_string_equal(got, want);
+    kvfts_free(got);
+}
+
+static void assert_msg(kvfts_db *db, const char *needle)
+{
+    if (!strstr(kvfts_errmsg(db), needle))
+        fail_msg("message '%s' lacks '%s'", kvfts_errmsg(db), needle);
+}
+
+/* ---- open --------------------------------------------------------------- */
+
+static void test_open_errors(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    kvfts_db *db = NULL;
+    assert_int_equal(kvfts_open(&db, tu_path(dir, "missing"), NULL),
+                     KVFTS_ENOTFOUND);
+    assert_non_null(db);
+    assert_msg(db, "no such directory");
+    kvfts_close(db);
+    assert_int_equal(kvfts_open(&db, "", NULL), KVFTS_EINVAL);
+    assert_msg(db, "no database directory");
+    kvfts_close(db);
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    o.version = 99;
+    assert_int_equal(kvfts_open(&db, dir, &o), KVFTS_EINVAL);
+    assert_msg(db, "version 99");
+    kvfts_close(db);
+    assert_string_equal(kvfts_strerror(KVFTS_ECAS), "CAS mismatch");
+    assert_non_null(kvfts_errmsg(NULL));
+    kvfts_close(NULL);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* ---- documents ---------------------------------------------------------- */
+
+static void test_crud_and_cas(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    uint64_t c1, c2, c3, cas;
+    assert_int_equal(kvfts_put(&c1, db, S("user::42"),
+                               S("{ \"name\" : \"Max\", \"n\": [1, 2] }"), 0),
+                     0);
+    assert_true(c1 > 0);
+    assert_string_equal(kvfts_errmsg(db), "");
+    char *j = doc_of(db, "user::42", &cas);
+    assert_string_equal(j, "{\"name\":\"Max\",\"n\":[1,2]}");
+    assert_int_equal(cas, c1);
+    kvfts_free(j);
+    /* Every write changes the CAS. */
+    assert_int_equal(kvfts_put(&c2, db, S("user::42"), S("{\"v\":2}"), 0), 0);
+    assert_true(c2 != c1);
+    /* add refuses an existing key and changes nothing. */
+    assert_int_equal(kvfts_add(&cas, db, S("user::42"), S("{\"v\":3}")),
+                     KVFTS_EEXISTS);
+    assert_msg(db, "doc 'user::42' already exists");
+    assert_doc(db, "user::42", "{\"v\":2}");
+    /* replace refuses a missing key. */
+    assert_int_equal(kvfts_replace(&cas, db, S("user::7"), S("{}"), 0),
+                     KVFTS_ENOTFOUND);
+    assert_doc(db, "user::7", NULL);
+    /* A stale CAS is refused for put, replace and del; the doc stays. */
+    assert_int_equal(kvfts_put(&cas, db, S("user::42"), S("{\"v\":4}"), c1),
+                     KVFTS_ECAS);
+    assert_msg(db, "CAS mismatch");
+    assert_int_equal(kvfts_replace(&cas, db, S("user::42"), S("{\"v\":4}"),
+                                   c1), KVFTS_ECAS);
+    assert_int_equal(kvfts_del(db, S("user::42"), c1), KVFTS_ECAS);
+    assert_doc(db, "user::42", "{\"v\":2}");
+    /* The current CAS works. */
+    assert_int_equal(kvfts_replace(&c3, db, S("user::42"), S("{\"v\":5}"), c2),
+                     0);
+    assert_true(c3 != c2);
+    assert_doc(db, "user::42", "{\"v\":5}");
+    /* A CAS on a missing document is not-found, not a silent create. */
+    assert_int_equal(kvfts_put(&cas, db, S("user::8"), S("{}"), 5),
+                     KVFTS_ENOTFOUND);
+    assert_doc(db, "user::8", NULL);
+    assert_int_equal(kvfts_del(db, S("user::42"), c3), 0);
+    assert_doc(db, "user::42", NULL);
+    assert_int_equal(kvfts_del(db, S("user::42"), 0), KVFTS_ENOTFOUND);
+    /* A re-created document never gets an old CAS back. */
+    assert_int_equal(kvfts_add(&cas, db, S("user::42"), S("{}")), 0);
+    assert_true(cas > c3);
+    kvfts_stats st;
+    assert_int_equal(kvfts_get_stats(&st, db), 0);
+    assert_int_equal(st.documents, 1);
+}
+
+static void test_bad_writes(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    uint64_t cas;
+    assert_int_equal(kvfts_put(&cas, db, S("k"), S("{\"a\":1,}"), 0),
+                     KVFTS_EINVAL);
+    assert_msg(db, "doc 'k': invalid JSON at byte");
+    assert_true(kvfts_errpos(db) >= 6);
+    assert_int_equal(kvfts_put(&cas, db, S("k"), S("[1]"), 0), KVFTS_EINVAL);
+    assert_int_equal(kvfts_put(&cas, db, S("k"), S("{\"a\":\"\xff\"}"), 0),
+                     KVFTS_EINVAL);
+    assert_msg(db, "UTF8");
+    assert_int_equal(kvfts_put(&cas, db, S("fts::x"), S("{}"), 0),
+                     KVFTS_EINVAL);
+    assert_int_equal(kvfts_put(&cas, db, S("a\tb"), S("{}"), 0), KVFTS_EINVAL);
+    assert_int_equal(kvfts_put(&cas, db, "", 0, S("{}"), 0), KVFTS_EINVAL);
+    assert_int_equal(kvfts_write(&cas, db, (kvfts_write_mode)7, S("k"),
+                                 S("{}"), 0), KVFTS_EINVAL);
+    assert_int_equal(kvfts_write(&cas, db, KVFTS_INSERT, S("k"), S("{}"), 3),
+                     KVFTS_EINVAL);
+    kvfts_stats st;
+    assert_int_equal(kvfts_get_stats(&st, db), 0);
+    assert_int_equal(st.documents, 0);
+}
+
+static void test_multi_get(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    assert_int_equal(kvfts_put(NULL, db, S("a"), S("{\"x\":\"a\"}"), 0), 0);
+    assert_int_equal(kvfts_put(NULL, db, S("c"), S("{\"x\":\"c\"}"), 0), 0);
+    const char *keys[] = { "c", "b", "a", "c" };
+    kvfts_docs *d;
+    assert_int_equal(kvfts_multi_get(&d, db, keys, NULL, 4), 0);
+    assert_int_equal(kvfts_docs_count(d), 4);
+    const char *want[] = { "{\"x\":\"c\"}", NULL, "{\"x\":\"a\"}",
+                           "{\"x\":\"c\"}" };
+    for (size_t i = 0; i < 4; i++) {
+        const kvfts_doc *x = kvfts_docs_at(d, i);
+        assert_string_equal(x->key, keys[i]);
+        if (want[i]) {
+            assert_int_equal(x->status, KVFTS_OK);
+            assert_string_equal(x->json, want[i]);
+            assert_true(x->cas > 0);
+        } else {
+            assert_int_equal(x->status, KVFTS_ENOTFOUND);
+            assert_null(x->json);
+        }
+    }
+    assert_null(kvfts_docs_at(d, 4));
+    kvfts_docs_free(d);
+    /* Explicit lengths: keys need not be NUL-terminated. */
+    const char *buf = "axc";
+    const char *k2[] = { buf, buf + 2 };
+    size_t lens[] = { 1, 1 };
+    assert_int_equal(kvfts_multi_get(&d, db, k2, lens, 2), 0);
+    assert_string_equal(kvfts_docs_at(d, 1)->key, "c");
+    assert_int_equal(kvfts_docs_at(d, 1)->status, KVFTS_OK);
+    kvfts_docs_free(d);
+}
+
+/* ---- counters, auto keys, ranges ---------------------------------------- */
+
+static void test_counters_auto_range(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    int64_t v;
+    assert_int_equal(kvfts_counter_get(&v, db, S("user")), KVFTS_ENOTFOUND);
+    assert_int_equal(kvfts_incr(&v, db, S("hits"), 1, NULL), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(kvfts_incr(&v, db, S("hits"), -3, NULL), 0);
+    assert_int_equal(v, -2);
+    int64_t init = 1000;
+    assert_int_equal(kvfts_incr(&v, db, S("seq"), 1, &init), 0);
+    assert_int_equal(v, 1000);
+    assert_int_equal(kvfts_incr(&v, db, S("bad name"), 1, NULL), KVFTS_EINVAL);
+    char *key;
+    uint64_t cas;
+    for (int i = 1; i <= 5; i++) {
+        char want[32], json[32];
+        snprintf(want, sizeof want, "user::%d", i);
+        snprintf(json, sizeof json, "{\"i\":%d}", i);
+        assert_int_equal(kvfts_put_auto(&key, &cas, db, S("user"), S(json)), 0);
+        assert_string_equal(key, want);
+        kvfts_free(key);
+    }
+    assert_int_equal(kvfts_counter_get(&v, db, S("user")), 0);
+    assert_int_equal(v, 5);
+    /* A failed auto write does not move the counter. */
+    assert_int_equal(kvfts_put_auto(&key, &cas, db, S("user"), S("{")),
+                     KVFTS_EINVAL);
+    assert_null(key);
+    assert_int_equal(kvfts_put_auto(&key, &cas, db, S("fts"), S("{}")),
+                     KVFTS_EINVAL);
+    assert_int_equal(kvfts_counter_get(&v, db, S("user")), 0);
+    assert_int_equal(v, 5);
+    assert_int_equal(kvfts_counter_get(&v, db, S("fts")), KVFTS_ENOTFOUND);
+    /* The seeds' range multi-get skips missing documents. */
+    assert_int_equal(kvfts_del(db, S("user::2"), 0), 0);
+    assert_int_equal(kvfts_del(db, S("user::5"), 0), 0);
+    kvfts_docs *d;
+    assert_int_equal(kvfts_get_range(&d, db, S("user"), 1, 0), 0);
+    assert_int_equal(kvfts_docs_count(d), 3);
+    assert_string_equal(kvfts_docs_at(d, 0)->key, "user::1");
+    assert_string_equal(kvfts_docs_at(d, 1)->key, "user::3");
+    assert_string_equal(kvfts_docs_at(d, 2)->json, "{\"i\":4}");
+    kvfts_docs_free(d);
+    assert_int_equal(kvfts_get_range(&d, db, S("user"), 3, 3), 0);
+    assert_int_equal(kvfts_docs_count(d), 1);
+    kvfts_docs_free(d);
+    assert_int_equal(kvfts_get_range(&d, db, S("nobody"), 1, 0),
+                     KVFTS_ENOTFOUND);
+    assert_int_equal(kvfts_get_range(&d, db, S("user"), 1, 20000000),
+                     KVFTS_EINVAL);
+}
+
+/* ---- lookups and config ------------------------------------------------- */
+
+static const char *lookup_cfg =
+    "{\"lookups\":[{\"name\":\"customer_ref\",\"path\":\"customer_id\","
+    "\"unique\":true},{\"name\":\"city\",\"path\":\"address.city\"}]}";
+
+static void assert_lookup(kvfts_db *db, const char *name, const char *value,
+                          const char *want)
+{
+    char *doc = NULL;
+    size_t n;
+    int rc = kvfts_lookup_doc(&doc, &n, db, S(name), S(value));
+    if (!want) {
+        assert_int_equal(rc, KVFTS_ENOTFOUND);
+        return;
+    }
+    assert_int_equal(rc, KVFTS_OK);
+    assert_string_equal(doc, want);
+    kvfts_free(doc);
+}
+
+static void test_lookups(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    assert_int_equal(kvfts_set_config(db, S(lookup_cfg)), 0);
+    assert_int_equal(kvfts_put(NULL, db, S("user::42"),
+                               S("{\"customer_id\":12345,\"address\":{\"city\":"
+                                 "\"Berlin\"}}"), 0), 0);
+    assert_int_equal(kvfts_put(NULL, db, S("user::7"),
+                               S("{\"customer_id\":\"777\",\"address\":{\"city\":"
+                                 "\"Berlin\"}}"), 0), 0);
+    assert_lookup(db, "customer_ref", "12345", "{\"ref\":\"user::42\"}");
+    assert_lookup(db, "city", "Berlin", "{\"refs\":[\"user::42\",\"user::7\"]}");
+    /* The seeds' two gets in one call. */
+    kvfts_docs *d;
+    assert_int_equal(kvfts_lookup(&d, db, S("customer_ref"), S("777")), 0);
+    assert_int_equal(kvfts_docs_count(d), 1);
+    assert_string_equal(kvfts_docs_at(d, 0)->key, "user::7");
+    kvfts_docs_free(d);
+    assert_int_equal(kvfts_lookup(&d, db, S("nope"), S("1")), KVFTS_EINVAL);
+    assert_msg(db, "declared: customer_ref, city");
+
+    /* A unique violation changes nothing at all. */
+    assert_int_equal(kvfts_put(NULL, db, S("user::99"),
+                               S("{\"customer_id\":\"12345\",\"address\":"
+                                 "{\"city\":\"Paris\"}}"), 0), KVFTS_EEXISTS);
+    assert_msg(db, "already refers to 'user::42'");
+    assert_doc(db, "user::99", NULL);
+    assert_lookup(db, "city", "Paris", NULL);
+    assert_lookup(db, "customer_ref", "12345", "{\"ref\":\"user::42\"}");
+    /* Rewriting a document with its own unique value is fine. */
+    assert_int_equal(kvfts_put(NULL, db, S("user::42"),
+                               S("{\"customer_id\":12345}"), 0), 0);
+    assert_lookup(db, "city", "Berlin", "{\"refs\":[\"user::7\"]}");
+    /* An update moves the lookup. */
+    assert_int_equal(kvfts_put(NULL, db, S("user::42"),
+                               S("{\"customer_id\":54321}"), 0), 0);
+    assert_lookup(db, "customer_ref", "12345", NULL);
+    assert_lookup(db, "customer_ref", "54321", "{\"ref\":\"user::42\"}");
+    /* The freed value can be taken now. */
+    assert_int_equal(kvfts_put(NULL, db, S("user::99"),
+                               S("{\"customer_id\":12345}"), 0), 0);
+    /* Delete removes the document's lookups. */
+    assert_int_equal(kvfts_del(db, S("user::42"), 0), 0);
+    assert_lookup(db, "customer_ref", "54321", NULL);
+    /* Keys under a lookup's name are reserved. */
+    assert_int_equal(kvfts_put(NULL, db, S("customer_ref::1"), S("{}"), 0),
+                     KVFTS_EINVAL);
+    /* The config can't change under documents. */
+    assert_int_equal(kvfts_set_config(db, S("{}")), KVFTS_EINVAL);
+    assert_msg(db, "already holds 2 document(s)");
+    char *cfg;
+    size_t n;
+    assert_int_equal(kvfts_get_config(&cfg, &n, db), 0);
+    assert_string_equal(cfg, lookup_cfg);
+    kvfts_free(cfg);
+    kvfts_stats st;
+    assert_int_equal(kvfts_get_stats(&st, db), 0);
+    assert_int_equal(st.lookup_entries, 3);   /* 777, Berlin->7, 12345 */
+}
+
+static void test_config_errors(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(kvfts_set_config(f->db, S("{\"lookups\":[{\"name\":"
+                                               "\"a\"}]}")), KVFTS_EINVAL);
+    assert_msg(f->db, "are required");
+    assert_int_equal(kvfts_set_config(f->db, S("{\"x\":1}")), KVFTS_EINVAL);
+    assert_msg(f->db, "unknown member 'x'");
+    char *cfg;
+    assert_int_equal(kvfts_get_config(&cfg, NULL, f->db), 0);
+    assert_string_equal(cfg, "{}");
+    kvfts_free(cfg);
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+static void test_batch(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    kvfts_db *other = NULL;
+    assert_int_equal(kvfts_open(&other, f->dir, NULL), 0);
+    assert_int_equal(kvfts_put(NULL, db, S("pkg::old"), S("{}"), 0), 0);
+    kvfts_batch *b;
+    assert_int_equal(kvfts_batch_begin(&b, db), 0);
+    kvfts_batch *b2;
+    assert_int_equal(kvfts_batch_begin(&b2, db), KVFTS_EINVAL);
+    char *key;
+    assert_int_equal(kvfts_batch_write_template(&key, b, KVFTS_UPSERT,
+                                                S("pkg::{package}"),
+                                                S("{\"package\":\"bash\"}")),
+                     0);
+    assert_string_equal(key, "pkg::bash");
+    kvfts_free(key);
+    assert_int_equal(kvfts_batch_write_template(NULL, b, KVFTS_UPSERT,
+                                                S("{a}-{b.c}"),
+                                                S("{\"b\":{\"c\":7},\"a\":"
+                                                  "[\"x\",\"y\"]}")), 0);
+    /* Refused documents leave the batch usable. */
+    assert_int_equal(kvfts_batch_write_template(NULL, b, KVFTS_UPSERT,
+                                                S("pkg::{package}"),
+                                                S("{\"name\":1}")),
+                     KVFTS_EINVAL);
+    assert_msg(db, "no value at 'package'");
+    assert_int_equal(kvfts_batch_write(b, KVFTS_INSERT, S("pkg::old"),
+                                       S("{}")), KVFTS_EEXISTS);
+    assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S("pkg::x"),
+                                       S("{oops}")), KVFTS_EINVAL);
+    assert_int_equal(kvfts_batch_write_template(NULL, b, KVFTS_UPSERT,
+                                                S("pkg::{package"),
+                                                S("{}")), KVFTS_EINVAL);
+    assert_msg(db, "is not closed");
+    assert_int_equal(kvfts_batch_write_auto(&key, b, S("item"), S("{}")), 0);
+    assert_string_equal(key, "item::1");
+    kvfts_free(key);
+    assert_int_equal(kvfts_batch_pending(b), 3);
+    /* Single writes on the same handle are refused while the batch is open. */
+    assert_int_equal(kvfts_put(NULL, db, S("z"), S("{}"), 0), KVFTS_EINVAL);
+    /* Another handle sees nothing before the commit (snapshot reads). */
+    assert_doc(other, "pkg::bash", NULL);
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    assert_int_equal(kvfts_batch_pending(b), 0);
+    assert_doc(other, "pkg::bash", "{\"package\":\"bash\"}");
+    assert_doc(other, "x-7", "{\"b\":{\"c\":7},\"a\":[\"x\",\"y\"]}");
+    assert_doc(other, "item::1", "{}");
+    /* Uncommitted writes vanish with the batch. */
+    assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S("gone"), S("{}")),
+                     0);
+    kvfts_batch_free(b);
+    assert_doc(other, "gone", NULL);
+    int64_t v;
+    assert_int_equal(kvfts_counter_get(&v, other, S("item")), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(kvfts_put(NULL, db, S("z"), S("{}"), 0), 0);
+    kvfts_close(other);
+}
+
+static void test_read_only(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(kvfts_put(NULL, f->db, S("k"), S("{\"a\":1}"), 0), 0);
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    o.read_only = true;
+    kvfts_db *ro;
+    assert_int_equal(kvfts_open(&ro, f->dir, &o), 0);
+    assert_doc(ro, "k", "{\"a\":1}");
+    assert_int_equal(kvfts_put(NULL, ro, S("k"), S("{}"), 0), KVFTS_EINVAL);
+    assert_msg(ro, "read-only");
+    int64_t v;
+    assert_int_equal(kvfts_incr(&v, ro, S("c"), 1, NULL), KVFTS_EINVAL);
+    kvfts_batch *b;
+    assert_int_equal(kvfts_batch_begin(&b, ro), KVFTS_EINVAL);
+    kvfts_close(ro);
+}
+
+/* ---- faults ------------------------------------------------------------- */
+
+/* Fail the Nth allocation of a put for every N until the put succeeds: each
+ * failure is KVFTS_ENOMEM and leaves the previous version and its lookups in
+ * place (LeakSanitizer checks that nothing leaks). */
+static void test_alloc_failures(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    assert_int_equal(kvfts_set_config(db, S(lookup_cfg)), 0);
+    assert_int_equal(kvfts_put(NULL, db, S("u::1"),
+                               S("{\"customer_id\":1,\"address\":{\"city\":"
+                                 "\"A\"}}"), 0), 0);
+    int failures = 0;
+    for (long n = 1; n < 10000; n++) {
+        kv_alloc_fail_after(n);
+        int rc = kvfts_put(NULL, db, S("u::1"),
+                           S("{\"customer_id\":2,\"address\":{\"city\":"
+                             "\"B\"}}"), 0);
+        long hit = kv_alloc_failures();
+        kv_alloc_fail_after(0);
+        if (rc == KVFTS_OK) {
+            assert_int_equal(hit, 0);
+            break;
+        }
+        failures++;
+        assert_int_equal(rc, KVFTS_ENOMEM);
+        assert_doc(db, "u::1", "{\"customer_id\":1,\"address\":{\"city\":"
+                               "\"A\"}}");
+        assert_lookup(db, "customer_ref", "1", "{\"ref\":\"u::1\"}");
+        assert_lookup(db, "city", "B", NULL);
+    }
+    assert_true(failures > 3);
+    assert_lookup(db, "customer_ref", "2", "{\"ref\":\"u::1\"}");
+    assert_lookup(db, "customer_ref", "1", NULL);
+
+    /* Same for a batch write: the failed write and the batch roll back. */
+    failures = 0;
+    for (long n = 1; n < 10000; n++) {
+        kvfts_batch *b;
+        assert_int_equal(kvfts_batch_begin(&b, db), 0);
+        kv_alloc_fail_after(n);
+        int rc = kvfts_batch_write(b, KVFTS_UPSERT, S("u::2"),
+                                   S("{\"customer_id\":3}"));
+        if (rc == KVFTS_OK)
+            rc = kvfts_batch_commit(b);
+        long hit = kv_alloc_failures();
+        kv_alloc_fail_after(0);
+        kvfts_batch_free(b);
+        if (rc == KVFTS_OK && hit == 0)
+            break;
+        failures++;
+        assert_int_equal(rc, KVFTS_ENOMEM);
+        assert_doc(db, "u::2", NULL);
+        assert_lookup(db, "customer_ref", "3", NULL);
+    }
+    assert_true(failures > 3);
+    assert_doc(db, "u::2", "{\"customer_id\":3}");
+
+    /* And opening a second handle. */
+    for (long n = 1; n < 1000; n++) {
+        kvfts_db *h = NULL;
+        kv_alloc_fail_after(n);
+        int rc = kvfts_open(&h, f->dir, NULL);
+        long hit = kv_alloc_failures();
+        kv_alloc_fail_after(0);
+        kvfts_close(h);
+        if (rc == KVFTS_OK && hit == 0)
+            break;
+        assert_int_equal(rc, KVFTS_ENOMEM);
+    }
+}
+
+/* A damaged record is reported as corruption by every path that reads it. */
+static void test_corrupt_record(void **state)
+{
+    fx *f = *state;
+    kv_env *env;
+    kv_err err = KV_ERR_INIT;
+    assert_int_equal(kv_env_open(&env, f->dir, NULL, &err), 0);
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_DOCS, "bad", 3, "\x01garbage", 8, &err), 0);
+    assert_int_equal(kv_put(t, KV_COUNTERS, "c", 1, "\x01", 1, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_env_close(env);
+    char *j;
+    size_t n;
+    assert_int_equal(kvfts_get(&j, &n, NULL, f->db, S("bad")),
+                     KVFTS_ECORRUPT);
+    assert_msg(f->db, "corrupt record");
+    assert_int_equal(kvfts_put(NULL, f->db, S("bad"), S("{}"), 0),
+                     KVFTS_ECORRUPT);
+    assert_int_equal(kvfts_del(f->db, S("bad"), 0), KVFTS_ECORRUPT);
+    int64_t v;
+    assert_int_equal(kvfts_incr(&v, f->db, S("c"), 1, NULL), KVFTS_ECORRUPT);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_open_errors),
+        T(test_crud_and_cas),
+        T(test_bad_writes),
+        T(test_multi_get),
+        T(test_counters_auto_range),
+        T(test_lookups),
+        T(test_config_errors),
+        T(test_batch),
+        T(test_read_only),
+        T(test_alloc_failures),
+        T(test_corrupt_record),
+    };
+    return cmocka_run_group_tests_name("unit.api", tests, NULL, NULL);
+}

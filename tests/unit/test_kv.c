@@ -1,0 +1,709 @@
+/*
+ * test_kv.c -- unit tests of the kv layer (lib/kv.h): UTF-8 checks, the JSON
+ * walker, keys and names, buffers, the allocation fault hook, Berkeley DB
+ * storage (records, cursors, duplicates, transactions, deadlock retry),
+ * documents, sequences, counters, config parsing and lookups.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "kv.h"
+
+/* ---- UTF-8 ------------------------------------------------------------- */
+
+static void test_utf8(void **state)
+{
+    (void)state;
+    size_t bad = 99;
+    assert_true(kv_utf8_valid("", 0, &bad));
+    assert_true(kv_utf8_valid("plain ascii text, long enough", 29, &bad));
+    assert_true(kv_utf8_valid("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14,
+                              &bad));
+    assert_true(kv_utf8_valid("\xf4\x8f\xbf\xbf", 4, &bad)); /* U+10FFFF */
+    static const struct {
+        const char *s;
+        size_t n, at;
+    } cases[] = {
+        { "ab\xc0\x80", 4, 2 },              /* overlong NUL */
+        { "\xe0\x80\x80", 3, 0 },            /* overlong 3-byte */
+        { "\xf0\x80\x80\x80", 4, 0 },        /* overlong 4-byte */
+        { "xx\xed\xa0\x80", 5, 2 },          /* surrogate U+D800 */
+        { "\xf4\x90\x80\x80", 4, 0 },        /* past U+10FFFF */
+        { "abc\xe2\x82", 5, 3 },             /* truncated */
+        { "\x80", 1, 0 },                    /* stray continuation */
+        { "12345678\xff", 9, 8 },            /* after the ASCII fast path */
+        { "\xc3\x28", 2, 0 },                /* bad continuation */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bad = 99;
+        assert_false(kv_utf8_valid(cases[i].s, cases[i].n, &bad));
+        assert_int_equal(bad, cases[i].at);
+    }
+}
+
+/* ---- JSON walker ------------------------------------------------------- */
+
+typedef struct leaves {
+    kv_buf text;   /* "path=type:value;" for each leaf */
+    int stop_at;   /* return an error at this leaf (1-based), 0 = never */
+    int seen;
+} leaves;
+
+static int record_leaf(void *payload, const char *path, size_t path_len,
+                       kv_json_type type, const char *value, size_t value_len,
+                       size_t pos)
+{
+    (void)pos;
+    leaves *l = payload;
+    if (++l->seen == l->stop_at)
+        return KVFTS_ENOTFOUND;
+    return kv_buf_appendf(&l->text, NULL, "%.*s=%d:%.*s;", (int)path_len,
+                          path, (int)type, (int)value_len, value);
+}
+
+static void test_json_compact_and_paths(void **state)
+{
+    (void)state;
+    const char *in = "{ \"a\" : { \"b\" : [ 1 , \"x\\u00e9\" , { \"c\" : true }"
+                     " ] , \"d\" : null } ,\n \"e\" : -1.5e10, \"big\": "
+                     "123456789012345678901234567890, \"s\": \"q\\\"\\\\\\n\" }";
+    kv_buf out = KV_BUF_INIT;
+    leaves l = { KV_BUF_INIT, 0, 0 };
+    kv_err err = KV_ERR_INIT;
+    assert_int_equal(kv_json_walk(in, strlen(in), &out, record_leaf, &l, &err),
+                     KVFTS_OK);
+    assert_string_equal(out.data,
+                        "{\"a\":{\"b\":[1,\"x\xc3\xa9\",{\"c\":true}],\"d\":null},"
+                        "\"e\":-1.5e10,\"big\":123456789012345678901234567890,"
+                        "\"s\":\"q\\\"\\\\\\n\"}");
+    assert_string_equal(l.text.data,
+                        "a.b=2:1;a.b=1:x\xc3\xa9;a.b.c=3:true;a.d=4:null;"
+                        "e=2:-1.5e10;big=2:123456789012345678901234567890;"
+                        "s=1:q\"\\\n;");
+    /* The compact form is a fixed point. */
+    kv_buf again = KV_BUF_INIT;
+    assert_int_equal(kv_json_walk(out.data, out.len, &again, NULL, NULL, &err),
+                     KVFTS_OK);
+    assert_string_equal(again.data, out.data);
+    /* A NUL inside a string survives as an escape. */
+    kv_buf_reset(&out);
+    assert_int_equal(kv_json_walk("{\"z\":\"a\\u0000b\"}", 16, &out, NULL, NULL,
+                                  &err), KVFTS_OK);
+    assert_string_equal(out.data, "{\"z\":\"a\\u0000b\"}");
+    kv_buf_free(&out);
+    kv_buf_free(&again);
+    kv_buf_free(&l.text);
+}
+
+static void expect_bad_json(const char *in, size_t n, long long pos,
+                            const char *needle)
+{
+    kv_buf out = KV_BUF_INIT;
+    kv_err err = KV_ERR_INIT;
+    assert_int_equal(kv_json_walk(in, n, &out, NULL, NULL, &err), KVFTS_EINVAL);
+    if (pos >= 0)
+        assert_int_equal(err.pos, pos);
+    if (!strstr(err.msg, needle))
+        fail_msg("message '%s' lacks '%s'", err.msg, needle);
+    assert_true(out.len == 0);   /* nothing half-written */
+    kv_buf_free(&out);
+}
+
+static void test_json_errors(void **state)
+{
+    (void)state;
+    expect_bad_json("", 0, 0, "empty document");
+    expect_bad_json("  \n", 3, 0, "empty document");
+    expect_bad_json("[1,2]", 5, -1, "must be a JSON object");
+    expect_bad_json("42", 2, -1, "must be a JSON object");
+    expect_bad_json("{\"a\":", 5, 5, "premature EOF");
+    expect_bad_json("{\"a\":1} x", 9, -1, "trailing garbage");
+    expect_bad_json("{\"a\":1,}", 8, -1, "invalid JSON at byte");
+    expect_bad_json("{\"a\":tru}", 9, -1, "invalid JSON at byte");
+    expect_bad_json("{\"a\":\"\xc0\x80\"}", 10, -1, "invalid UTF-8 in string");
+    expect_bad_json("{\"\xed\xa0\x80\":1}", 9, -1, "invalid UTF-8 in object key");
+    expect_bad_json("{\"a\":\"x\ny\"}", 10, -1, "invalid JSON");
+    expect_bad_json("{/*c*/\"a\":1}", 12, -1, "invalid JSON");
+}
+
+static char *nested(int depth)
+{
+    /* {"a":[[[ ... ]]]} with depth levels in all */
+    size_t n = (size_t)depth * 2 + 16;
+    char *s = malloc(n);
+    size_t k = 0;
+    k += (size_t)sprintf(s + k, "{\"a\":");
+    for (int i = 1; i < depth; i++)
+        s[k++] = '[';
+    for (int i = 1; i < depth; i++)
+        s[k++] = ']';
+    s[k++] = '}';
+    s[k] = '\0';
+    return s;
+}
+
+static void test_json_depth_and_size(void **state)
+{
+    (void)state;
+    kv_err err = KV_ERR_INIT;
+    char *ok = nested(KVFTS_MAX_DEPTH);
+    assert_int_equal(kv_json_walk(ok, strlen(ok), NULL, NULL, NULL, &err),
+                     KVFTS_OK);
+    char *deep = nested(KVFTS_MAX_DEPTH + 1);
+    assert_int_equal(kv_json_walk(deep, strlen(deep), NULL, NULL, NULL, &err),
+                     KVFTS_EINVAL);
+    assert_non_null(strstr(err.msg, "nesting deeper than 512"));
+    char *very = nested(10000);
+    assert_int_equal(kv_json_walk(very, strlen(very), NULL, NULL, NULL, &err),
+                     KVFTS_EINVAL);
+    free(ok);
+    free(deep);
+    free(very);
+    size_t big = (size_t)KVFTS_MAX_DOC + 1;
+    char *huge = malloc(big);
+    memset(huge, ' ', big);
+    huge[0] = '{';
+    huge[big - 1] = '}';
+    assert_int_equal(kv_json_walk(huge, big, NULL, NULL, NULL, &err),
+                     KVFTS_EINVAL);
+    assert_non_null(strstr(err.msg, "larger than"));
+    /* At exactly the limit it is accepted. */
+    huge[big - 2] = '}';
+    assert_int_equal(kv_json_walk(huge, big - 1, NULL, NULL, NULL, &err),
+                     KVFTS_OK);
+    free(huge);
+}
+
+static void test_json_leaf_stops(void **state)
+{
+    (void)state;
+    leaves l = { KV_BUF_INIT, 2, 0 };
+    kv_buf out = KV_BUF_INIT;
+    kv_err err = KV_ERR_INIT;
+    const char *in = "{\"a\":1,\"b\":2,\"c\":3}";
+    assert_int_equal(kv_json_walk(in, strlen(in), &out, record_leaf, &l, &err),
+                     KVFTS_ENOTFOUND);
+    assert_int_equal(l.seen, 2);
+    assert_int_equal(out.len, 0);
+    kv_buf_free(&out);
+    kv_buf_free(&l.text);
+}
+
+/* ---- keys, names, buffers, allocation ---------------------------------- */
+
+static void test_keys(void **state)
+{
+    (void)state;
+    kv_err err = KV_ERR_INIT;
+    const char *lk[] = { "customer_ref" };
+    char k250[251];
+    memset(k250, 'k', 250);
+    k250[250] = '\0';
+    assert_int_equal(kv_key_check("user::42", 8, lk, 1, &err), KVFTS_OK);
+    assert_int_equal(kv_key_check(k250, 250, lk, 1, &err), KVFTS_OK);
+    assert_int_equal(kv_key_check("caf\xc3\xa9", 5, lk, 1, &err), KVFTS_OK);
+    assert_int_equal(kv_key_check("customer_refs::1", 16, lk, 1, &err),
+                     KVFTS_OK);
+    assert_int_equal(kv_key_check("customer_ref:1", 14, lk, 1, &err), KVFTS_OK);
+    struct {
+        const char *k;
+        size_t n;
+        const char *needle;
+    } bad[] = {
+        { "", 0, "empty" },
+        { k250, 251, "longer than 250" },
+        { "a\x01z", 3, "control character at byte 1" },
+        { "a\x7f", 2, "control character at byte 1" },
+        { "ab\xc2\x85", 4, "control character at byte 2" },
+        { "a\xc3", 2, "invalid UTF-8 at byte 1" },
+        { "fts::x", 6, "'fts::' is reserved" },
+        { "count::user", 11, "'count::' is reserved" },
+        { "meta::config", 12, "'meta::' is reserved" },
+        { "customer_ref::12345", 19, "reserved for lookup 'customer_ref'" },
+    };
+    char k251[252];
+    memset(k251, 'k', 251);
+    bad[1].k = k251;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(kv_key_check(bad[i].k, bad[i].n, lk, 1, &err),
+                         KVFTS_EINVAL);
+        if (!strstr(err.msg, bad[i].needle))
+            fail_msg("key %zu: '%s' lacks '%s'", i, err.msg, bad[i].needle);
+    }
+    assert_int_equal(kv_name_check("counter", "foo.org::user", 13, &err), 0);
+    assert_int_equal(kv_name_check("counter", "a b", 3, &err), KVFTS_EINVAL);
+    assert_int_equal(kv_name_check("counter", "", 0, &err), KVFTS_EINVAL);
+}
+
+static void test_buffers_and_errors(void **state)
+{
+    (void)state;
+    kv_buf b = KV_BUF_INIT;
+    kv_err err = KV_ERR_INIT;
+    assert_int_equal(kv_buf_appendf(&b, &err, "%d-%s", 42, "x"), 0);
+    assert_int_equal(kv_buf_append_json_str(&b, "a\"b\\c\n\x01", 7, &err), 0);
+    assert_string_equal(b.data, "42-x\"a\\\"b\\\\c\\n\\u0001\"");
+    kv_buf_reset(&b);
+    assert_int_equal(b.len, 0);
+    for (int i = 0; i < 10000; i++)
+        assert_int_equal(kv_buf_append(&b, "0123456789", 10, &err), 0);
+    assert_int_equal(b.len, 100000);
+    assert_int_equal(b.data[b.len], '\0');
+    kv_buf_free(&b);
+    assert_null(b.data);
+
+    kv_seterr(&err, KVFTS_EINVAL, "inner %d", 7);
+    kv_err_prefix(&err, "outer '%s'", "k");
+    assert_string_equal(err.msg, "outer 'k': inner 7");
+    assert_int_equal(err.code, KVFTS_EINVAL);
+    /* A prefix never overflows the fixed buffer. */
+    char longp[600];
+    memset(longp, 'p', sizeof longp - 1);
+    longp[sizeof longp - 1] = '\0';
+    kv_err_prefix(&err, "%s", longp);
+    assert_true(strlen(err.msg) < KV_ERRMSG_MAX);
+}
+
+static void test_alloc_hook(void **state)
+{
+    (void)state;
+    kv_alloc_fail_after(2);
+    void *a = kv_malloc(8);
+    assert_non_null(a);
+    assert_null(kv_malloc(8));
+    assert_null(kv_calloc(1, 8));   /* stays failed until reset */
+    assert_int_equal(kv_alloc_failures(), 2);
+    kv_alloc_fail_after(0);
+    void *b = kv_realloc(NULL, 8);
+    assert_non_null(b);
+    kv_free(a);
+    kv_free(b);
+}
+
+/* ---- storage ----------------------------------------------------------- */
+
+typedef struct fx {
+    char *dir;
+    kv_env *env;
+} fx;
+
+static int fx_setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    f->dir = tu_tmpdir();
+    kv_env_options o = { true, false, 0 };
+    kv_err err = KV_ERR_INIT;
+    if (!f->dir || kv_env_open(&f->env, f->dir, &o, &err)) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    fx *f = *state;
+    kv_env_close(f->env);
+    tu_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static void test_env_open_errors(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    kv_env *env = NULL;
+    kv_err err = KV_ERR_INIT;
+    kv_env_options o = { false, false, 0 };
+    /* An empty directory is not a database. */
+    assert_int_equal(kv_env_open(&env, dir, &o, &err), KVFTS_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "no kvfts database"));
+    /* A missing one neither, unless created. */
+    assert_int_equal(kv_env_open(&env, tu_path(dir, "nope"), &o, &err),
+                     KVFTS_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "no such directory"));
+    /* A file is not a directory. */
+    FILE *fp = fopen(tu_path(dir, "file"), "w");
+    fclose(fp);
+    assert_int_equal(kv_env_open(&env, tu_path(dir, "file"), &o, &err),
+                     KVFTS_EINVAL);
+    /* Created, reopened, and a read-only view refuses writes. */
+    o.create = true;
+    assert_int_equal(kv_env_open(&env, tu_path(dir, "db"), &o, &err), 0);
+    kv_env_close(env);
+    o.create = false;
+    o.read_only = true;
+    assert_int_equal(kv_env_open(&env, tu_path(dir, "db"), &o, &err), 0);
+    kv_txn *t = NULL;
+    assert_int_equal(kv_txn_begin(&t, env, true, &err), KVFTS_EINVAL);
+    assert_int_equal(kv_txn_begin(&t, env, false, &err), 0);
+    kv_txn_abort(t);
+    /* A second handle in the same process shares the environment. */
+    kv_env *env2 = NULL;
+    o.read_only = false;
+    assert_int_equal(kv_env_open(&env2, tu_path(dir, "db"), &o, &err), 0);
+    kv_env_close(env2);
+    kv_env_close(env);
+    /* A foreign format mark is refused as corrupt. */
+    assert_int_equal(kv_env_open(&env, tu_path(dir, "db"), &o, &err), 0);
+    assert_int_equal(kv_txn_begin(&t, env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_META, "format", 6, "other 9", 7, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_env_close(env);
+    assert_int_equal(kv_env_open(&env, tu_path(dir, "db"), &o, &err),
+                     KVFTS_ECORRUPT);
+    assert_non_null(strstr(err.msg, "unknown format"));
+    tu_rmtree(dir);
+    free(dir);
+}
+
+static void test_records_and_cursors(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    kv_buf v = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    const char *keys[] = { "b", "a", "c", "ab" };
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(kv_put(t, KV_META, keys[i], strlen(keys[i]), keys[i],
+                                strlen(keys[i]), &err), 0);
+    /* A value larger than the starting buffer forces a regrow. */
+    char big[100000];
+    memset(big, 'z', sizeof big);
+    assert_int_equal(kv_put(t, KV_META, "big", 3, big, sizeof big, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_META, "big", 3, &v, false, &err), 0);
+    assert_int_equal(v.len, sizeof big);
+    assert_memory_equal(v.data, big, sizeof big);
+    assert_int_equal(kv_get(t, KV_META, "zz", 2, &v, false, &err),
+                     KVFTS_ENOTFOUND);
+    kv_cursor *c;
+    assert_int_equal(kv_cursor_open(&c, t, KV_META, &err), 0);
+    assert_int_equal(kv_cursor_seek(c, "a", 1, &err), 0);
+    const char *order[] = { "a", "ab", "b", "big", "c", "format" };
+    for (int i = 0; i < 6; i++) {
+        const char *k;
+        size_t kl;
+        kv_cursor_key(c, &k, &kl);
+        assert_int_equal(kl, strlen(order[i]));
+        assert_memory_equal(k, order[i], kl);
+        int rc = kv_cursor_next(c, &err);
+        assert_int_equal(rc, i == 5 ? KVFTS_ITEROVER : KVFTS_OK);
+    }
+    assert_int_equal(kv_cursor_seek(c, "bb", 2, &err), 0);   /* >= "bb" */
+    const char *k;
+    size_t kl;
+    kv_cursor_key(c, &k, &kl);
+    assert_string_equal(k, "big");
+    kv_cursor_close(c);
+    kv_txn_abort(t);
+
+    /* Aborted writes vanish. */
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_del(t, KV_META, "a", 1, &err), 0);
+    assert_int_equal(kv_del(t, KV_META, "a", 1, &err), KVFTS_ENOTFOUND);
+    kv_txn_abort(t);
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_META, "a", 1, &v, false, &err), 0);
+    uint64_t n;
+    assert_int_equal(kv_count(t, KV_META, &n, &err), 0);
+    assert_int_equal(n, 6);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+}
+
+static void test_duplicates(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_LOOKUPS, "n::v", 4, "k2", 2, &err), 0);
+    assert_int_equal(kv_put(t, KV_LOOKUPS, "n::v", 4, "k1", 2, &err), 0);
+    assert_int_equal(kv_put(t, KV_LOOKUPS, "n::v", 4, "k3", 2, &err), 0);
+    assert_int_equal(kv_put(t, KV_LOOKUPS, "n::v", 4, "k1", 2, &err), 0);
+    assert_int_equal(kv_del_pair(t, KV_LOOKUPS, "n::v", 4, "k3", 2, &err), 0);
+    assert_int_equal(kv_del_pair(t, KV_LOOKUPS, "n::v", 4, "k9", 2, &err),
+                     KVFTS_ENOTFOUND);
+    kv_buf keys = KV_BUF_INIT;
+    size_t n;
+    assert_int_equal(kv_lookup_refs(t, "n::v", 4, &keys, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_memory_equal(keys.data, "k1\0k2\0", 6);   /* sorted, deduplicated */
+    kv_buf_reset(&keys);
+    assert_int_equal(kv_lookup_refs(t, "n::w", 4, &keys, &n, &err),
+                     KVFTS_ENOTFOUND);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_buf_free(&keys);
+}
+
+/* Deadlock: two threads lock two databases in opposite orders.  Berkeley DB
+ * picks a victim; kv_txn_run aborts and retries it, and both succeed. */
+typedef struct dl {
+    kv_env *env;
+    pthread_barrier_t *bar;
+    int first, second;     /* spaces, in locking order */
+    int attempts;
+    int rc;
+} dl;
+
+static int dl_fn(kv_txn *t, void *payload, kv_err *err)
+{
+    dl *d = payload;
+    d->attempts++;
+    int rc = kv_put(t, (kv_space)d->first, "x", 1, "1", 1, err);
+    if (rc)
+        return rc;
+    if (d->attempts == 1)
+        pthread_barrier_wait(d->bar);
+    return kv_put(t, (kv_space)d->second, "x", 1, "2", 1, err);
+}
+
+static void *dl_thread(void *p)
+{
+    dl *d = p;
+    kv_err err = KV_ERR_INIT;
+    d->rc = kv_txn_run(d->env, true, dl_fn, d, &err);
+    return NULL;
+}
+
+static void test_deadlock_retry(void **state)
+{
+    fx *f = *state;
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    dl a = { f->env, &bar, KV_COUNTERS, KV_META, 0, -1 };
+    dl b = { f->env, &bar, KV_META, KV_COUNTERS, 0, -1 };
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, dl_thread, &a);
+    pthread_create(&tb, NULL, dl_thread, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_barrier_destroy(&bar);
+    assert_int_equal(a.rc, KVFTS_OK);
+    assert_int_equal(b.rc, KVFTS_OK);
+    assert_int_equal(a.attempts + b.attempts, 3);   /* exactly one retry */
+}
+
+/* ---- documents, sequences, counters ------------------------------------ */
+
+static void test_docs(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    kv_buf buf = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    kv_doc d = { 77, 5, "{\"a\":1}", 7 };
+    assert_int_equal(kv_doc_put(t, "k", 1, &d, true, &err), 0);
+    kv_doc got;
+    assert_int_equal(kv_doc_get(t, "k", 1, &buf, &got, false, &err), 0);
+    assert_int_equal(got.cas, 77);
+    assert_int_equal(got.docid, 5);
+    assert_int_equal(got.json_len, 7);
+    assert_memory_equal(got.json, "{\"a\":1}", 7);
+    assert_int_equal(kv_docid_key(t, 5, &buf, &err), 0);
+    assert_string_equal(buf.data, "k");
+    /* A damaged record is reported as corrupt, not read past its end. */
+    assert_int_equal(kv_put(t, KV_DOCS, "bad", 3, "\x01\x00", 2, &err), 0);
+    assert_int_equal(kv_doc_get(t, "bad", 3, &buf, &got, false, &err),
+                     KVFTS_ECORRUPT);
+    unsigned char rec[16] = { 9 };
+    assert_int_equal(kv_put(t, KV_DOCS, "bad", 3, rec, sizeof rec, &err), 0);
+    assert_int_equal(kv_doc_get(t, "bad", 3, &buf, &got, false, &err),
+                     KVFTS_ECORRUPT);
+    assert_int_equal(kv_doc_del(t, "k", 1, 5, &err), 0);
+    assert_int_equal(kv_doc_get(t, "k", 1, &buf, &got, false, &err),
+                     KVFTS_ENOTFOUND);
+    assert_int_equal(kv_docid_key(t, 5, &buf, &err), KVFTS_ENOTFOUND);
+
+    uint64_t first;
+    assert_int_equal(kv_seq_next(t, "t", &first, &err), 0);
+    assert_int_equal(first, 1);
+    assert_int_equal(kv_seq_reserve(t, "t", 10, &first, &err), 0);
+    assert_int_equal(first, 2);
+    assert_int_equal(kv_seq_next(t, "t", &first, &err), 0);
+    assert_int_equal(first, 12);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_buf_free(&buf);
+}
+
+static void test_counters(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    int64_t v;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_counter_get(t, "c", 1, &v, false, &err),
+                     KVFTS_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "count::c"));
+    assert_int_equal(kv_counter_incr(t, "c", 1, 1, NULL, &v, &err), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(kv_counter_incr(t, "c", 1, -5, NULL, &v, &err), 0);
+    assert_int_equal(v, -4);
+    int64_t init = 100;
+    assert_int_equal(kv_counter_incr(t, "d", 1, 7, &init, &v, &err), 0);
+    assert_int_equal(v, 100);              /* created: delta not applied */
+    assert_int_equal(kv_counter_incr(t, "d", 1, 7, &init, &v, &err), 0);
+    assert_int_equal(v, 107);              /* existing: initial ignored */
+    init = INT64_MAX;
+    assert_int_equal(kv_counter_incr(t, "m", 1, 0, &init, &v, &err), 0);
+    assert_int_equal(kv_counter_incr(t, "m", 1, 1, NULL, &v, &err),
+                     KVFTS_EINVAL);
+    assert_non_null(strstr(err.msg, "overflows"));
+    assert_int_equal(kv_counter_get(t, "m", 1, &v, false, &err), 0);
+    assert_true(v == INT64_MAX);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+}
+
+/* ---- config and lookups ------------------------------------------------ */
+
+static void test_config(void **state)
+{
+    (void)state;
+    kv_config c;
+    kv_err err = KV_ERR_INIT;
+    const char *good = "{\"lookups\":[{\"name\":\"customer_ref\",\"path\":"
+                       "\"customer_id\",\"unique\":true},{\"name\":\"city\","
+                       "\"path\":\"address.city\"}],\"analysis\":{}}";
+    assert_int_equal(kv_config_parse(&c, good, strlen(good), &err), 0);
+    assert_int_equal(c.nlookups, 2);
+    assert_string_equal(c.lookups[0].name, "customer_ref");
+    assert_true(c.lookups[0].unique);
+    assert_false(c.lookups[1].unique);
+    assert_ptr_equal(kv_config_lookup(&c, "city", 4), &c.lookups[1]);
+    assert_null(kv_config_lookup(&c, "cit", 3));
+    kv_config_clear(&c);
+    assert_int_equal(kv_config_parse(&c, "", 0, &err), 0);
+    assert_int_equal(c.nlookups, 0);
+    static const struct {
+        const char *json, *needle;
+    } bad[] = {
+        { "{\"lookup\":[]}", "unknown member 'lookup'" },
+        { "{\"lookups\":{}}", "must be an array" },
+        { "{\"lookups\":[1]}", "lookups[0] must be an object" },
+        { "{\"lookups\":[{\"name\":\"a\"}]}", "are required" },
+        { "{\"lookups\":[{\"name\":\"a\",\"path\":\"p\",\"unique\":1}]}",
+          "unexpected member 'unique'" },
+        { "{\"lookups\":[{\"name\":\"a\",\"path\":\"p\"},{\"name\":\"a\","
+          "\"path\":\"q\"}]}", "declared twice" },
+        { "{\"lookups\":[{\"name\":\"fts\",\"path\":\"p\"}]}", "reserved" },
+        { "{\"lookups\":[{\"name\":\"a::b\",\"path\":\"p\"}]}", "reserved" },
+        { "{\"lookups\":[{\"name\":\"a b\",\"path\":\"p\"}]}", "space" },
+        { "{\"lookups\":[{\"name\":\"a\",\"path\":\".p\"}]}", "bad path" },
+        { "{\"analysis\":[]}", "must be an object" },
+        { "{\"lookups\":[}", "invalid JSON at byte" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(kv_config_parse(&c, bad[i].json, strlen(bad[i].json),
+                                         &err), KVFTS_EINVAL);
+        if (!strstr(err.msg, bad[i].needle))
+            fail_msg("config %zu: '%s' lacks '%s'", i, err.msg,
+                     bad[i].needle);
+        assert_int_equal(c.nlookups, 0);
+    }
+}
+
+static void test_lookup_collect_and_update(void **state)
+{
+    fx *f = *state;
+    kv_config c;
+    kv_err err = KV_ERR_INIT;
+    const char *cfg = "{\"lookups\":[{\"name\":\"u\",\"path\":\"id\","
+                      "\"unique\":true},{\"name\":\"t\",\"path\":\"tags\"}]}";
+    assert_int_equal(kv_config_parse(&c, cfg, strlen(cfg), &err), 0);
+    kv_lookup_vals a = { 0 }, b = { 0 };
+    const char *d1 = "{\"id\":12345,\"tags\":[\"x\",\"y\",\"x\",null,true],"
+                     "\"o\":{\"id\":9}}";
+    assert_int_equal(kv_lookup_collect(&a, &c, d1, strlen(d1), &err), 0);
+    assert_int_equal(a.n, 4);     /* u::12345 t::x t::y t::true */
+    assert_string_equal(a.keys.data + a.offs[0], "u::12345");
+    assert_int_equal(a.uniq[0], 1);
+    assert_string_equal(a.keys.data + a.offs[1], "t::x");
+    assert_string_equal(a.keys.data + a.offs[3], "t::true");
+    assert_int_equal(a.uniq[3], 0);
+
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_lookup_update(t, "k1", 2, NULL, &a, &err), 0);
+    /* k2 wants the same unique id: refused, and nothing of k2 is written. */
+    const char *d2 = "{\"id\":\"12345\",\"tags\":[\"z\"]}";
+    assert_int_equal(kv_lookup_collect(&b, &c, d2, strlen(d2), &err), 0);
+    assert_int_equal(kv_lookup_update(t, "k2", 2, NULL, &b, &err),
+                     KVFTS_EEXISTS);
+    assert_non_null(strstr(err.msg, "already refers to 'k1'"));
+    kv_buf keys = KV_BUF_INIT;
+    size_t n;
+    assert_int_equal(kv_lookup_refs(t, "t::z", 4, &keys, &n, &err),
+                     KVFTS_ENOTFOUND);
+    /* k1 moves to new values: old ones go, new ones come. */
+    const char *d3 = "{\"id\":777,\"tags\":\"y\"}";
+    assert_int_equal(kv_lookup_collect(&b, &c, d3, strlen(d3), &err), 0);
+    assert_int_equal(kv_lookup_update(t, "k1", 2, &a, &b, &err), 0);
+    assert_int_equal(kv_lookup_refs(t, "u::12345", 8, &keys, &n, &err),
+                     KVFTS_ENOTFOUND);
+    assert_int_equal(kv_lookup_refs(t, "u::777", 6, &keys, &n, &err), 0);
+    assert_int_equal(kv_lookup_refs(t, "t::x", 4, &keys, &n, &err),
+                     KVFTS_ENOTFOUND);
+    kv_buf_reset(&keys);
+    assert_int_equal(kv_lookup_refs(t, "t::y", 4, &keys, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(keys.data, "k1");
+    /* Delete: everything goes. */
+    assert_int_equal(kv_lookup_update(t, "k1", 2, &b, NULL, &err), 0);
+    uint64_t cnt;
+    assert_int_equal(kv_count(t, KV_LOOKUPS, &cnt, &err), 0);
+    assert_int_equal(cnt, 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+
+    /* Values longer than the limit are refused, naming the lookup. */
+    char big[400];
+    snprintf(big, sizeof big, "{\"id\":\"%0300d\"}", 1);
+    assert_int_equal(kv_lookup_collect(&b, &c, big, strlen(big), &err),
+                     KVFTS_EINVAL);
+    assert_non_null(strstr(err.msg, "lookup 'u'"));
+    kv_buf_free(&keys);
+    kv_lookup_vals_free(&a);
+    kv_lookup_vals_free(&b);
+    kv_config_clear(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_json_compact_and_paths),
+        cmocka_unit_test(test_json_errors),
+        cmocka_unit_test(test_json_depth_and_size),
+        cmocka_unit_test(test_json_leaf_stops),
+        cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_buffers_and_errors),
+        cmocka_unit_test(test_alloc_hook),
+        cmocka_unit_test(test_env_open_errors),
+        cmocka_unit_test_setup_teardown(test_records_and_cursors, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_duplicates, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_deadlock_retry, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_docs, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_counters, fx_setup, fx_teardown),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test_setup_teardown(test_lookup_collect_and_update,
+                                        fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests_name("unit.kv", tests, NULL, NULL);
+}
