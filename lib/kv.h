@@ -278,7 +278,7 @@ int kv_counter_incr(kv_txn *txn, const char *name, size_t nlen, int64_t delta,
 /* Configuration (kv_config.c)                                               */
 
 #define KV_MAX_LOOKUPS 64
-#define KV_MAX_LOOKUP_VALUE 200
+#define KV_MAX_LOOKUP_VALUE 1024
 
 typedef struct kv_lookup_def {
     char *name;      /* "customer_ref" */

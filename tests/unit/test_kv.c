@@ -670,8 +670,8 @@ static void test_lookup_collect_and_update(void **state)
     assert_int_equal(kv_txn_commit(t, &err), 0);
 
     /* Values longer than the limit are refused, naming the lookup. */
-    char big[400];
-    snprintf(big, sizeof big, "{\"id\":\"%0300d\"}", 1);
+    char big[1200];
+    snprintf(big, sizeof big, "{\"id\":\"%01100d\"}", 1);
     assert_int_equal(kv_lookup_collect(&b, &c, big, strlen(big), &err),
                      KVFTS_EINVAL);
     assert_non_null(strstr(err.msg, "lookup 'u'"));

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# tools/test.sh -- the README's second command, and what CI runs: install
+# what is missing, build with warnings as errors and run every test (unit
+# and end-to-end), then build with AddressSanitizer + UndefinedBehavior-
+# Sanitizer and run them all again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh --deps-only
+jobs=$(nproc 2>/dev/null || echo 2)
+
+run() {   # run BUILD_DIR CMAKE_ARGS...
+    local dir=$1; shift
+    echo "== build $dir ($*)"
+    cmake -S . -B "$dir" -DKVFTS_WERROR=ON "$@" >/dev/null
+    cmake --build "$dir" -j"$jobs" >/dev/null
+    echo "== test $dir"
+    ctest --test-dir "$dir" --output-on-failure -j"$jobs"
+}
+
+run build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run build-sanitize -DCMAKE_BUILD_TYPE=Debug -DKVFTS_SANITIZE=ON
+echo "== all tests passed (plain and sanitized)"
