@@ -138,9 +138,11 @@ static int bdb_err(kv_env *env, int ret, kv_err *err, const char *what)
     case ENOMEM:
         return kv_seterr(err, KVFTS_ENOMEM, "%s: out of memory", what);
     case DB_RUNRECOVERY:
-        return kv_seterr(err, KVFTS_ECORRUPT,
-                         "%s: the database needs recovery (another process "
-                         "crashed); close and reopen it", what);
+        /* Another process crashed and the next opener ran recovery: this
+         * handle's view of the environment is gone, the data is not. */
+        return kv_seterr(err, KVFTS_EBUSY,
+                         "%s: the database was recovered after a crashed "
+                         "process; close and reopen this handle", what);
     case DB_VERIFY_BAD:
         return kv_seterr(err, KVFTS_ECORRUPT, "%s: database file is corrupt",
                          what);

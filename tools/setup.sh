@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="gcc make cmake pkg-config libdb5.3-dev libutf8proc-dev libstemmer-dev
+PKGS="gcc clang make cmake pkg-config libdb5.3-dev libutf8proc-dev libstemmer-dev
       libyajl-dev libcmocka-dev sqlite3 libsqlite3-dev"
 
 as_root() {

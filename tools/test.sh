@@ -18,6 +18,10 @@ run() {   # run BUILD_DIR CMAKE_ARGS...
 }
 
 run build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+echo "== build build-clang (clang, warnings are errors; unit tests)"
+CC=clang cmake -S . -B build-clang -DKVFTS_WERROR=ON >/dev/null
+cmake --build build-clang -j"$jobs" >/dev/null
+ctest --test-dir build-clang --output-on-failure -j"$jobs" -R '^unit\.'
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run build-sanitize -DCMAKE_BUILD_TYPE=Debug -DKVFTS_SANITIZE=ON
