@@ -245,6 +245,44 @@ int kvfts_batch_commit(kvfts_batch *b);
 void kvfts_batch_free(kvfts_batch *b);
 
 /* ------------------------------------------------------------------------ */
+/* Analysis: what the index will hold                                        */
+
+typedef struct kvfts_terms kvfts_terms;
+
+/** One term of an analysis.  Pointers are borrowed from the kvfts_terms
+ *  that holds it and live until kvfts_terms_free(). */
+typedef struct kvfts_term {
+    const char *field;   /* dotted path, "_all", or "" (no field given) */
+    const char *term;    /* NUL-terminated */
+    size_t term_len;
+    uint32_t pos;        /* position within the field */
+    size_t start, end;   /* byte offsets in the text (or decoded value) */
+} kvfts_term;
+
+/** Analyze @p text as the index would: with analyzer @p analyzer
+ *  ("standard", "english", "keyword", ...), or as a value of field @p field
+ *  under @p db's config (its field term and its "_all" copy), or, both NULL,
+ *  as "_all" text.  @p db may be NULL (the default config).
+ *  @param[out] out  set even on failure (NULL only on KVFTS_ENOMEM); the
+ *                   message is in kvfts_terms_errmsg(); kvfts_terms_free().
+ *  @return KVFTS_OK, KVFTS_EINVAL (unknown analyzer: the message lists the
+ *          valid names; invalid UTF-8: it names the byte), KVFTS_ENOMEM. */
+int kvfts_analyze(kvfts_terms **out, kvfts_db *db, const char *analyzer,
+                  const char *field, const char *text, size_t len);
+
+/** Every (field, term, position) the JSON document @p json produces under
+ *  @p db's config (NULL: the default config).  Ownership as kvfts_analyze. */
+int kvfts_analyze_doc(kvfts_terms **out, kvfts_db *db, const char *json,
+                      size_t len);
+
+size_t kvfts_terms_count(const kvfts_terms *t);
+/** Borrowed until kvfts_terms_free(); NULL if @p i is out of range. */
+const kvfts_term *kvfts_terms_at(const kvfts_terms *t, size_t i);
+/** Message of the failure that produced @p t ("" if none); never NULL. */
+const char *kvfts_terms_errmsg(const kvfts_terms *t);
+void kvfts_terms_free(kvfts_terms *t);          /* NULL: no-op */
+
+/* ------------------------------------------------------------------------ */
 /* Statistics                                                                */
 
 typedef struct kvfts_stats {

@@ -21,6 +21,7 @@
  */
 #include "kv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
@@ -126,8 +127,12 @@ static int on_string(void *ctx, const unsigned char *s, size_t n)
 {
     walk *w = ctx;
     size_t bad;
-    if (!kv_utf8_valid((const char *)s, n, &bad))
-        return fail(w, KVFTS_EINVAL, "invalid UTF-8 in string");
+    if (!kv_utf8_valid((const char *)s, n, &bad)) {
+        char what[160];
+        snprintf(what, sizeof what, "invalid UTF-8 in the string of field "
+                 "\"%.100s\"", w->path.data ? w->path.data : "");
+        return fail(w, KVFTS_EINVAL, what);
+    }
     return scalar(w, KV_JSON_STRING, (const char *)s, n);
 }
 

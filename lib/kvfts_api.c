@@ -22,6 +22,7 @@
  * aborted, begun again and the log replayed, so callers never see KV_RETRY.
  */
 #include "kv.h"
+#include "tokenizer.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -208,6 +209,12 @@ int kvfts_set_config(kvfts_db *db, const char *json, size_t json_len)
     if (rc)
         return finish(db, rc);
     kv_config_clear(&cfg);
+    /* The "analysis" member belongs to the tokenizer: let it judge. */
+    tok_analysis *a = NULL;
+    rc = tok_analysis_new(&a, json, json_len, &db->err);
+    tok_analysis_free(a);
+    if (rc)
+        return finish(db, rc);   /* the message starts with "config" */
     rc = kv_json_walk(json, json_len, &compact, NULL, NULL, &db->err);
     if (!rc) {
         set_config_req r = { db, compact.data, compact.len };

@@ -62,6 +62,12 @@ static const command commands[] = {
       "  the value of field id as the key; --auto user makes user::<n>.\n"
       "  A bad line stops the load (everything before it is committed) unless\n"
       "  --skip-bad, which reports and counts it.  Progress on a terminal.\n" },
+    { "analyze", cmd_analyze,
+      "kvfts analyze [--analyzer NAME | --field PATH] TEXT | kvfts analyze --doc JSON\n"
+      "  Print the terms the index would hold, with positions and byte\n"
+      "  offsets: of TEXT under an analyzer (standard, english, keyword, ...),\n"
+      "  as a value of field PATH under the database's config (-d DIR), or,\n"
+      "  with --doc, of every field of a JSON document.\n" },
     { "stats", cmd_stats,
       "kvfts stats\n"
       "  Print document, counter and lookup counts and sizes on disk.\n" },

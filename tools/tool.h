@@ -80,5 +80,6 @@ int cmd_stats(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_debian_catalog(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
 
 #endif /* KVFTS_TOOL_H */

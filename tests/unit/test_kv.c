@@ -126,7 +126,8 @@ static void test_json_errors(void **state)
     expect_bad_json("{\"a\":1} x", 9, -1, "trailing garbage");
     expect_bad_json("{\"a\":1,}", 8, -1, "invalid JSON at byte");
     expect_bad_json("{\"a\":tru}", 9, -1, "invalid JSON at byte");
-    expect_bad_json("{\"a\":\"\xc0\x80\"}", 10, -1, "invalid UTF-8 in string");
+    expect_bad_json("{\"a\":\"\xc0\x80\"}", 10, -1,
+                    "invalid UTF-8 in the string of field \"a\"");
     expect_bad_json("{\"\xed\xa0\x80\":1}", 9, -1, "invalid UTF-8 in object key");
     expect_bad_json("{\"a\":\"x\ny\"}", 10, -1, "invalid JSON");
     expect_bad_json("{/*c*/\"a\":1}", 12, -1, "invalid JSON");
