@@ -86,8 +86,10 @@ void kvfts_free(void *p);
 /* Configuration                                                             */
 
 /** Store the database configuration (JSON; format in README.md
- *  "Configuration").  Allowed only while the database holds no documents.
- *  @return KVFTS_OK, KVFTS_EINVAL (bad config, or documents present). */
+ *  "Configuration").  On a database with documents, the index and lookups
+ *  are rebuilt under the new config in the same transaction.
+ *  @return KVFTS_OK, KVFTS_EINVAL (bad config), KVFTS_EEXISTS (the documents
+ *          violate a new unique lookup; nothing changed), ... */
 int kvfts_set_config(kvfts_db *db, const char *json, size_t json_len);
 
 /** The stored configuration as compact JSON ("{}" when none was set).
@@ -238,6 +240,15 @@ int kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const char *prefix,
 /** Number of writes applied since the last commit. */
 size_t kvfts_batch_pending(const kvfts_batch *b);
 
+/** Bound the memory the batch buffers (index postings and its replay log)
+ *  to about @p bytes (default 256 MiB). */
+void kvfts_batch_set_mem(kvfts_batch *b, size_t bytes);
+
+/** True once the buffers have reached the memory bound: commit now.  (A
+ *  batch never committed merges its buffer into the open transaction by
+ *  itself at twice the bound, so memory stays bounded either way.) */
+bool kvfts_batch_full(const kvfts_batch *b);
+
 /** Commit what was written; the batch stays open for more writes. */
 int kvfts_batch_commit(kvfts_batch *b);
 
@@ -291,9 +302,60 @@ typedef struct kvfts_stats {
     uint64_t lookup_entries;/* NAME::VALUE -> key pairs */
     uint64_t disk_bytes;    /* database files, logs excluded */
     uint64_t log_bytes;     /* transaction log files */
+    uint64_t terms;         /* fts::FIELD::TERM entries */
+    uint64_t postings;      /* (term, document) pairs: the sum of counts */
+    uint64_t blocks;        /* postings blocks */
+    uint64_t postings_bytes;/* keys and values of the index entries */
+    uint64_t fields;        /* fields ever indexed */
+    uint64_t skipped_tokens;/* tokens over 128 bytes left out, cumulative */
 } kvfts_stats;
 
 int kvfts_get_stats(kvfts_stats *out, kvfts_db *db);
+
+/* ------------------------------------------------------------------------ */
+/* The inverted index                                                        */
+
+/** The index entry fts::FIELD::TERM in the seeds' form,
+ *  {"count":N,"refs":["key1","key2",...]}: N is the exact number of live
+ *  documents holding TERM in FIELD, refs their keys in key order, at most
+ *  @p limit of them (0: all).  TERM is matched as stored (see
+ *  kvfts_analyze()).
+ *  @param[out] out  caller owns; kvfts_free().
+ *  @return KVFTS_OK, KVFTS_ENOTFOUND (no such entry), ... */
+int kvfts_term_get(char **out, size_t *out_len, kvfts_db *db,
+                   const char *field, size_t field_len, const char *term,
+                   size_t term_len, size_t limit);
+
+/** Called per term, in byte order; non-zero stops the walk (and is
+ *  returned). */
+typedef int (*kvfts_term_fn)(void *payload, const char *term, size_t len,
+                             uint64_t count);
+
+/** Every term of @p field starting with @p prefix (may be empty). */
+int kvfts_term_list(kvfts_db *db, const char *field, size_t field_len,
+                    const char *prefix, size_t prefix_len, kvfts_term_fn fn,
+                    void *payload);
+
+/** Called once per difference kvfts_check() finds (one line of text). */
+typedef int (*kvfts_report_fn)(void *payload, const char *what);
+
+/** Verify, in one snapshot, that the index, the lookups and the doc-id
+ *  table equal what a fresh analysis of the stored documents gives.  Holds
+ *  that analysis in memory (about 40 bytes per posting).
+ *  @param[out] differences  how many were found (0: consistent).
+ *  @return KVFTS_OK (even with differences: see *differences), or an
+ *          error that stopped the check. */
+int kvfts_check(uint64_t *differences, kvfts_db *db, kvfts_report_fn report,
+                void *payload);
+
+/** Progress of a long operation: items done so far. */
+typedef void (*kvfts_progress_fn)(void *payload, uint64_t done);
+
+/** Rebuild every index entry and lookup from the stored documents, in one
+ *  transaction (after a config change, or to repair).  @p progress may be
+ *  NULL.  @return KVFTS_OK, KVFTS_EEXISTS (the documents violate a unique
+ *  lookup), ... */
+int kvfts_reindex(kvfts_db *db, kvfts_progress_fn progress, void *payload);
 
 /** Flush and checkpoint, removing log files no longer needed. */
 int kvfts_checkpoint(kvfts_db *db);

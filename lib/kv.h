@@ -136,6 +136,7 @@ typedef enum kv_space {
     KV_LOOKUPS,     /* "NAME::VALUE" -> user key, sorted duplicates */
     KV_COUNTERS,    /* NAME -> be64 two's-complement value */
     KV_META,        /* NAME -> bytes (config, sequences, statistics) */
+    KV_DOCLENS,     /* index/ owns the format: be32 id -> field lengths */
     KV_NSPACES
 } kv_space;
 
@@ -209,6 +210,10 @@ int kv_cursor_next(kv_cursor *c, kv_err *err);
 /** Position at the first duplicate of exactly @p key. */
 int kv_cursor_seek_exact(kv_cursor *c, const void *key, size_t klen,
                          kv_err *err);
+/** Position at the previous record. */
+int kv_cursor_prev(kv_cursor *c, kv_err *err);
+/** Position at the last record of the space. */
+int kv_cursor_last(kv_cursor *c, kv_err *err);
 /** Position at the next duplicate of the current key. */
 int kv_cursor_next_dup(kv_cursor *c, kv_err *err);
 /** The current record; borrowed, valid until the cursor moves. */
@@ -251,6 +256,10 @@ typedef struct kv_doc {
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECORRUPT, KV_RETRY, ... */
 int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
                kv_doc *out, bool for_update, kv_err *err);
+/** Decode a document record (as read from KV_DOCS, e.g. by a cursor) of
+ *  key @p key (for messages).  @return KVFTS_OK or KVFTS_ECORRUPT. */
+int kv_doc_decode(const char *rec, size_t len, const char *key, size_t klen,
+                  kv_doc *out, kv_err *err);
 /** Store a document record (and its doc-id table entry when @p new_id). */
 int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
                bool new_id, kv_err *err);

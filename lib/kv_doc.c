@@ -114,26 +114,32 @@ int kv_name_check(const char *what, const char *name, size_t nlen,
 
 /* ---- documents --------------------------------------------------------- */
 
+int kv_doc_decode(const char *rec, size_t len, const char *key, size_t klen,
+                  kv_doc *out, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)rec;
+    if (len < DOC_HEADER + 2 || p[0] != DOC_VERSION)
+        return kv_seterr(err, KVFTS_ECORRUPT,
+                         "doc '%.*s': corrupt record (%zu bytes, version %d)",
+                         (int)klen, key, len, len ? (int)p[0] : -1);
+    out->cas = kv_get_be64(p + 1);
+    out->docid = kv_get_be32(p + 9);
+    out->json = rec + DOC_HEADER;
+    out->json_len = len - DOC_HEADER;
+    if (out->cas == 0 || out->docid == 0 || out->json[0] != '{' ||
+        rec[len - 1] != '}')
+        return kv_seterr(err, KVFTS_ECORRUPT,
+                         "doc '%.*s': corrupt record header", (int)klen, key);
+    return KVFTS_OK;
+}
+
 int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
                kv_doc *out, bool for_update, kv_err *err)
 {
     int rc = kv_get(txn, KV_DOCS, key, klen, buf, for_update, err);
     if (rc)
         return rc;
-    const unsigned char *p = (const unsigned char *)buf->data;
-    if (buf->len < DOC_HEADER + 2 || p[0] != DOC_VERSION)
-        return kv_seterr(err, KVFTS_ECORRUPT,
-                         "doc '%.*s': corrupt record (%zu bytes, version %d)",
-                         (int)klen, key, buf->len,
-                         buf->len ? (int)p[0] : -1);
-    out->cas = kv_get_be64(p + 1);
-    out->docid = kv_get_be32(p + 9);
-    out->json = buf->data + DOC_HEADER;
-    out->json_len = buf->len - DOC_HEADER;
-    if (out->cas == 0 || out->docid == 0 || out->json[0] != '{')
-        return kv_seterr(err, KVFTS_ECORRUPT,
-                         "doc '%.*s': corrupt record header", (int)klen, key);
-    return KVFTS_OK;
+    return kv_doc_decode(buf->data, buf->len, key, klen, out, err);
 }
 
 int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,

@@ -45,10 +45,18 @@ static size_t consumed(walk *w)
     return yajl_get_bytes_consumed(w->h);
 }
 
+/* Offset of the byte a failure is about: YAJL's count stops just past the
+ * token at fault, so the token's last byte is one before it. */
+static size_t fault_at(walk *w)
+{
+    size_t n = consumed(w);
+    return n ? n - 1 : 0;
+}
+
 static int fail(walk *w, int code, const char *what)
 {
     if (w->rc == 0) {
-        size_t at = consumed(w);
+        size_t at = fault_at(w);
         kv_seterr(w->err, code, "invalid JSON at byte %zu: %s", at, what);
         w->err->pos = (long long)at;
         w->rc = code;
@@ -256,7 +264,7 @@ static bool all_space(const char *s, size_t n)
 /* Copy YAJL's short error text ("parse error: ...\n") into err. */
 static void yajl_reason(walk *w, const char *json, size_t len, bool at_end)
 {
-    size_t at = at_end ? len : consumed(w);
+    size_t at = at_end ? len : fault_at(w);
     unsigned char *msg = yajl_get_error(w->h, 0, (const unsigned char *)json,
                                         len);
     const char *m = msg ? (const char *)msg : "malformed";

@@ -12,6 +12,7 @@
  *   DIR/lookups.db    B-tree, sorted duplicates:  "NAME::VALUE" -> user key
  *   DIR/counters.db   B-tree  NAME                -> be64 two's complement
  *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 1"
+ *   DIR/doclens.db    B-tree  index/ owns: be32 id -> field lengths
  *   DIR/__db.*, DIR/log.*     Berkeley DB regions and the transaction log
  *
  * The logical keys users see (DESIGN.md §2: "count::user", "meta::config",
@@ -110,6 +111,7 @@ static const struct {
     [KV_LOOKUPS] = { "lookups.db", "lookups", DB_DUPSORT, 0 },
     [KV_COUNTERS] = { "counters.db", "counters", 0, 0 },
     [KV_META] = { "meta.db", "meta", 0, 0 },
+    [KV_DOCLENS] = { "doclens.db", "document lengths", 0, 0 },
 };
 
 /* ---- error translation ------------------------------------------------- */
@@ -209,9 +211,10 @@ static int open_space(shared_env *sh, kv_space s, bool create,
         db->set_flags(db, spaces[s].flags);
     if (spaces[s].pagesize)
         db->set_pagesize(db, spaces[s].pagesize);
-    u_int32_t flags = DB_AUTO_COMMIT | DB_MULTIVERSION | DB_THREAD;
-    if (create)
-        flags |= DB_CREATE;
+    /* meta.db's presence was checked before (kv_env_open), so a missing file
+     * here is a space added by a newer kvfts: create it. */
+    (void)create;
+    u_int32_t flags = DB_AUTO_COMMIT | DB_MULTIVERSION | DB_THREAD | DB_CREATE;
     ret = db->open(db, NULL, spaces[s].file, NULL, DB_BTREE, flags, 0644);
     if (ret) {
         db->close(db, 0);
@@ -785,6 +788,16 @@ int kv_cursor_seek_exact(kv_cursor *c, const void *key, size_t klen,
 int kv_cursor_next(kv_cursor *c, kv_err *err)
 {
     return cursor_get(c, DB_NEXT, err);
+}
+
+int kv_cursor_prev(kv_cursor *c, kv_err *err)
+{
+    return cursor_get(c, DB_PREV, err);
+}
+
+int kv_cursor_last(kv_cursor *c, kv_err *err)
+{
+    return cursor_get(c, DB_LAST, err);
 }
 
 int kv_cursor_next_dup(kv_cursor *c, kv_err *err)

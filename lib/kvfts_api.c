@@ -21,8 +21,7 @@
  * Berkeley DB picks the batch as a deadlock victim, the transaction is
  * aborted, begun again and the log replayed, so callers never see KV_RETRY.
  */
-#include "kv.h"
-#include "tokenizer.h"
+#include "kvfts_int.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -31,16 +30,6 @@
 #define MAX_RANGE 10000000ull
 #define BATCH_RETRIES 50
 
-struct kvfts_db {
-    kv_env *env;
-    kv_config cfg;           /* parsed from cfg_json */
-    kv_buf cfg_json;         /* the stored config ("" if none) */
-    kv_err err;              /* last failure; kvfts_errmsg() */
-    kvfts_batch *batch;      /* the open batch, if any */
-    kv_buf old_rec;          /* scratch: old document record */
-    kv_lookup_vals old_lv;   /* scratch: lookup values of the old version */
-    kv_lookup_vals new_lv;   /* scratch: lookup values of the new version */
-};
 
 typedef struct write_req {
     kvfts_write_mode mode;
@@ -69,6 +58,7 @@ struct kvfts_batch {
     kv_buf log;              /* batch_item + key + json, back to back */
     size_t pending;          /* writes in log */
     kv_buf json;             /* scratch: compacted document */
+    size_t mem;              /* memory bound of the buffers */
 };
 
 /* ---- errors and small helpers ------------------------------------------ */
@@ -108,12 +98,12 @@ void kvfts_free(void *p)
 }
 
 /* Start of every public call on db. */
-static void begin_call(kvfts_db *db)
+void api_begin(kvfts_db *db)
 {
     kv_err_clear(&db->err);
 }
 
-static int finish(kvfts_db *db, int rc)
+int api_finish(kvfts_db *db, int rc)
 {
     if (rc == KV_RETRY)  /* never leaves lib/ */
         rc = kv_seterr(&db->err, KVFTS_EBUSY, "deadlock");
@@ -125,7 +115,7 @@ static int finish(kvfts_db *db, int rc)
     return rc;
 }
 
-static int check_writable(kvfts_db *db)
+int api_check_writable(kvfts_db *db)
 {
     if (kv_env_read_only(db->env))
         return kv_seterr(&db->err, KVFTS_EINVAL,
@@ -137,7 +127,7 @@ static int check_writable(kvfts_db *db)
 /* ---- configuration ----------------------------------------------------- */
 
 /* Load the stored config if it differs from the cached one. */
-static int refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
+int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
 {
     kv_buf v = KV_BUF_INIT;
     int rc = kv_get(txn, KV_META, CONFIG_KEY, strlen(CONFIG_KEY), &v, false,
@@ -148,7 +138,7 @@ static int refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
     }
     if (rc)
         goto done;
-    if (v.len == db->cfg_json.len &&
+    if (db->iw && v.len == db->cfg_json.len &&
         (v.len == 0 || memcmp(v.data, db->cfg_json.data, v.len) == 0))
         goto done;
     kv_config cfg;
@@ -159,10 +149,33 @@ static int refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
             err->code = rc = KVFTS_ECORRUPT;
         goto done;
     }
+    tok_analysis *an = NULL;
+    idx_writer *iw = NULL;
+    rc = tok_analysis_new(&an, v.data ? v.data : "", v.len, err);
+    if (!rc)
+        rc = idx_writer_new(&iw, an, 0, err);
+    if (rc) {
+        if (rc == KVFTS_EINVAL) {
+            kv_err_prefix(err, "stored meta::config");
+            err->code = rc = KVFTS_ECORRUPT;
+        }
+        idx_writer_free(iw);
+        tok_analysis_free(an);
+        kv_config_clear(&cfg);
+        goto done;
+    }
     kv_config_clear(&db->cfg);
     db->cfg = cfg;
     for (size_t i = 0; i < db->cfg.nlookups; i++)
         db->cfg.lookup_names[i] = db->cfg.lookups[i].name;
+    idx_writer_free(db->iw);
+    tok_analysis_free(db->an);
+    db->an = an;
+    db->iw = iw;
+    if (db->batch) {
+        idx_writer_buffering(iw, true);
+        idx_writer_set_mem(iw, db->batch->mem * 2);
+    }
     kv_buf_reset(&db->cfg_json);
     rc = kv_buf_append(&db->cfg_json, v.data ? v.data : "", v.len, err);
 done:
@@ -170,9 +183,9 @@ done:
     return rc;
 }
 
-static int load_config_fn(kv_txn *txn, void *payload, kv_err *err)
+int api_load_config_fn(kv_txn *txn, void *payload, kv_err *err)
 {
-    return refresh_config(payload, txn, err);
+    return api_refresh_config(payload, txn, err);
 }
 
 typedef struct set_config_req {
@@ -186,58 +199,63 @@ static int set_config_fn(kv_txn *txn, void *payload, kv_err *err)
     set_config_req *r = payload;
     uint64_t ndocs = 0;
     int rc = kv_count(txn, KV_DOCS, &ndocs, err);
-    if (rc)
-        return rc;
-    if (ndocs > 0)
-        return kv_seterr(err, KVFTS_EINVAL,
-                         "config: the database already holds %llu "
-                         "document(s); set the config on an empty database",
-                         (unsigned long long)ndocs);
-    return kv_put(txn, KV_META, CONFIG_KEY, strlen(CONFIG_KEY), r->json,
-                  r->len, err);
+    if (!rc)
+        rc = kv_put(txn, KV_META, CONFIG_KEY, strlen(CONFIG_KEY), r->json,
+                    r->len, err);
+    /* Documents already stored are re-indexed and their lookups rebuilt
+     * under the new config, in this transaction: all or nothing.  (If it
+     * aborts, the next call reloads the stored config: it differs from the
+     * one cached now.) */
+    if (!rc)
+        rc = api_refresh_config(r->db, txn, err);
+    if (!rc && ndocs > 0)
+        rc = api_rebuild(r->db, txn, NULL, NULL, err);
+    if (rc && r->db->iw)
+        idx_discard(r->db->iw);
+    return rc;
 }
 
 int kvfts_set_config(kvfts_db *db, const char *json, size_t json_len)
 {
-    begin_call(db);
-    int rc = check_writable(db);
+    api_begin(db);
+    int rc = api_check_writable(db);
     if (rc)
-        return finish(db, rc);
+        return api_finish(db, rc);
     kv_config cfg;
     kv_buf compact = KV_BUF_INIT;
     rc = kv_config_parse(&cfg, json, json_len, &db->err);
     if (rc)
-        return finish(db, rc);
+        return api_finish(db, rc);
     kv_config_clear(&cfg);
     /* The "analysis" member belongs to the tokenizer: let it judge. */
     tok_analysis *a = NULL;
     rc = tok_analysis_new(&a, json, json_len, &db->err);
     tok_analysis_free(a);
     if (rc)
-        return finish(db, rc);   /* the message starts with "config" */
+        return api_finish(db, rc);   /* the message starts with "config" */
     rc = kv_json_walk(json, json_len, &compact, NULL, NULL, &db->err);
     if (!rc) {
         set_config_req r = { db, compact.data, compact.len };
         rc = kv_txn_run(db->env, true, set_config_fn, &r, &db->err);
     }
     if (!rc)
-        rc = kv_txn_run(db->env, false, load_config_fn, db, &db->err);
+        rc = kv_txn_run(db->env, false, api_load_config_fn, db, &db->err);
     kv_buf_free(&compact);
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 int kvfts_get_config(char **out, size_t *out_len, kvfts_db *db)
 {
-    begin_call(db);
+    api_begin(db);
     *out = NULL;
-    int rc = kv_txn_run(db->env, false, load_config_fn, db, &db->err);
+    int rc = kv_txn_run(db->env, false, api_load_config_fn, db, &db->err);
     if (rc)
-        return finish(db, rc);
+        return api_finish(db, rc);
     const char *s = db->cfg_json.len ? db->cfg_json.data : "{}";
     size_t n = db->cfg_json.len ? db->cfg_json.len : 2;
     *out = kv_strndup(s, n);
     if (!*out)
-        return finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
+        return api_finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
     if (out_len)
         *out_len = n;
     return KVFTS_OK;
@@ -248,10 +266,10 @@ int kvfts_get_config(char **out, size_t *out_len, kvfts_db *db)
 int kvfts__config_json(const char **json, size_t *len, kvfts_db *db);
 int kvfts__config_json(const char **json, size_t *len, kvfts_db *db)
 {
-    begin_call(db);
-    int rc = kv_txn_run(db->env, false, load_config_fn, db, &db->err);
+    api_begin(db);
+    int rc = kv_txn_run(db->env, false, api_load_config_fn, db, &db->err);
     if (rc)
-        return finish(db, rc);
+        return api_finish(db, rc);
     *json = db->cfg_json.data ? db->cfg_json.data : "";
     *len = db->cfg_json.len;
     return KVFTS_OK;
@@ -271,19 +289,19 @@ int kvfts_open(kvfts_db **out, const char *path, const kvfts_open_options *o)
     *out = db;
     kv_err_clear(&db->err);
     if (o->version != KVFTS_OPEN_OPTIONS_VERSION)
-        return finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
+        return api_finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
                                     "kvfts_open_options version %u, "
                                     "expected %u", o->version,
                                     KVFTS_OPEN_OPTIONS_VERSION));
     if (!path || !path[0])
-        return finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
+        return api_finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
                                     "no database directory given (use -d DIR "
                                     "or KVFTS_DB)"));
     kv_env_options eo = { o->create, o->read_only, o->cache_bytes };
     int rc = kv_env_open(&db->env, path, &eo, &db->err);
     if (!rc)
-        rc = kv_txn_run(db->env, false, load_config_fn, db, &db->err);
-    return finish(db, rc);
+        rc = kv_txn_run(db->env, false, api_load_config_fn, db, &db->err);
+    return api_finish(db, rc);
 }
 
 void kvfts_close(kvfts_db *db)
@@ -297,13 +315,15 @@ void kvfts_close(kvfts_db *db)
     kv_buf_free(&db->old_rec);
     kv_lookup_vals_free(&db->old_lv);
     kv_lookup_vals_free(&db->new_lv);
+    idx_writer_free(db->iw);
+    tok_analysis_free(db->an);
     kv_free(db);
 }
 
 int kvfts_checkpoint(kvfts_db *db)
 {
-    begin_call(db);
-    return finish(db, kv_env_checkpoint(db->env, &db->err));
+    api_begin(db);
+    return api_finish(db, kv_env_checkpoint(db->env, &db->err));
 }
 
 /* ---- the write path ---------------------------------------------------- */
@@ -399,6 +419,14 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
                        (unsigned long long)old.cas);
         goto done;
     }
+    /* Analysis of both versions: a refusal here has written nothing. */
+    rc = idx_doc_prepare(db->iw, exists ? old.json : NULL, old.json_len,
+                         r->json, r->json_len, err);
+    if (rc) {
+        if (rc != KV_RETRY)
+            kv_err_prefix(err, "doc '%.*s'", (int)klen, key);
+        goto done;
+    }
     if (db->cfg.nlookups) {
         kv_lookup_vals_free(&db->old_lv);
         if (exists)
@@ -426,6 +454,8 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
         nd.docid = (uint32_t)id;
     }
     if (!rc)
+        rc = idx_doc_apply(db->iw, txn, nd.docid, err);
+    if (!rc)
         rc = kv_doc_put(txn, key, klen, &nd, !exists, err);
     if (!rc) {
         r->cas_out = nd.cas;
@@ -447,10 +477,14 @@ typedef struct write_ctx {
 static int write_fn(kv_txn *txn, void *payload, kv_err *err)
 {
     write_ctx *c = payload;
-    int rc = refresh_config(c->db, txn, err);
-    if (rc)
-        return rc;
-    return write_doc(c->db, txn, c->req, err);
+    int rc = api_refresh_config(c->db, txn, err);
+    if (!rc)
+        rc = write_doc(c->db, txn, c->req, err);
+    if (!rc)
+        rc = idx_flush(c->db->iw, txn, err);
+    if (rc && c->db->iw)
+        idx_discard(c->db->iw);   /* the transaction aborts */
+    return rc;
 }
 
 static int check_no_batch(kvfts_db *db)
@@ -465,7 +499,7 @@ static int check_no_batch(kvfts_db *db)
 static int single_write(kvfts_db *db, write_req *r, const char *json,
                         size_t json_len)
 {
-    int rc = check_writable(db);
+    int rc = api_check_writable(db);
     if (!rc)
         rc = check_no_batch(db);
     if (!rc && r->auto_prefix)
@@ -488,19 +522,19 @@ int kvfts_write(uint64_t *cas_out, kvfts_db *db, kvfts_write_mode mode,
                 const char *key, size_t key_len, const char *json,
                 size_t json_len, uint64_t cas)
 {
-    begin_call(db);
+    api_begin(db);
     if (mode != KVFTS_UPSERT && mode != KVFTS_INSERT && mode != KVFTS_REPLACE)
-        return finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
+        return api_finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
                                     "bad write mode %d", (int)mode));
     if (mode == KVFTS_INSERT && cas)
-        return finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
+        return api_finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
                                     "add takes no CAS: the document must "
                                     "not exist"));
     write_req r = { .mode = mode, .key = key, .key_len = key_len, .cas = cas };
     int rc = single_write(db, &r, json, json_len);
     if (!rc && cas_out)
         *cas_out = r.cas_out;
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 int kvfts_put(uint64_t *cas_out, kvfts_db *db, const char *key, size_t key_len,
@@ -529,7 +563,7 @@ int kvfts_put_auto(char **key_out, uint64_t *cas_out, kvfts_db *db,
                    const char *prefix, size_t prefix_len, const char *json,
                    size_t json_len)
 {
-    begin_call(db);
+    api_begin(db);
     *key_out = NULL;
     kv_buf k = KV_BUF_INIT;
     write_req r = { .mode = KVFTS_INSERT, .auto_prefix = prefix,
@@ -542,7 +576,7 @@ int kvfts_put_auto(char **key_out, uint64_t *cas_out, kvfts_db *db,
             *cas_out = r.cas_out;
     }
     kv_buf_free(&k);
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 typedef struct del_req {
@@ -556,7 +590,7 @@ static int del_fn(kv_txn *txn, void *payload, kv_err *err)
 {
     del_req *r = payload;
     kvfts_db *db = r->db;
-    int rc = refresh_config(db, txn, err);
+    int rc = api_refresh_config(db, txn, err);
     if (rc)
         return rc;
     kv_doc old;
@@ -571,22 +605,29 @@ static int del_fn(kv_txn *txn, void *payload, kv_err *err)
                          "doc '%.*s': CAS mismatch (given %llu, stored %llu)",
                          (int)r->klen, r->key, (unsigned long long)r->cas,
                          (unsigned long long)old.cas);
-    if (db->cfg.nlookups) {
+    rc = idx_doc_prepare(db->iw, old.json, old.json_len, NULL, 0, err);
+    if (!rc && db->cfg.nlookups) {
         rc = kv_lookup_collect(&db->old_lv, &db->cfg, old.json, old.json_len,
                                err);
         if (!rc)
             rc = kv_lookup_update(txn, r->key, r->klen, &db->old_lv, NULL,
                                   err);
-        if (rc)
-            return rc;
     }
-    return kv_doc_del(txn, r->key, r->klen, old.docid, err);
+    if (!rc)
+        rc = idx_doc_apply(db->iw, txn, old.docid, err);
+    if (!rc)
+        rc = kv_doc_del(txn, r->key, r->klen, old.docid, err);
+    if (!rc)
+        rc = idx_flush(db->iw, txn, err);
+    if (rc)
+        idx_discard(db->iw);
+    return rc;
 }
 
 int kvfts_del(kvfts_db *db, const char *key, size_t key_len, uint64_t cas)
 {
-    begin_call(db);
-    int rc = check_writable(db);
+    api_begin(db);
+    int rc = api_check_writable(db);
     if (!rc)
         rc = check_no_batch(db);
     if (!rc)
@@ -596,20 +637,13 @@ int kvfts_del(kvfts_db *db, const char *key, size_t key_len, uint64_t cas)
         del_req r = { db, key, key_len, cas };
         rc = kv_txn_run(db->env, true, del_fn, &r, &db->err);
     }
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 /* ---- reads ------------------------------------------------------------- */
 
-/* Results of a multi-get: offsets into one arena while being built, turned
- * into pointers once the arena stops moving. */
-struct kvfts_docs {
-    size_t n, cap;
-    kvfts_doc *docs;
-    kv_buf arena;
-};
 
-static int docs_add(kvfts_docs *d, const char *key, size_t klen, int status,
+int api_docs_add(kvfts_docs *d, const char *key, size_t klen, int status,
                     const char *json, size_t jlen, uint64_t cas, kv_err *err)
 {
     if (d->n == d->cap) {
@@ -642,7 +676,7 @@ static int docs_add(kvfts_docs *d, const char *key, size_t klen, int status,
     return KVFTS_OK;
 }
 
-static void docs_fix(kvfts_docs *d)
+void api_docs_fix(kvfts_docs *d)
 {
     for (size_t i = 0; i < d->n; i++) {
         kvfts_doc *x = &d->docs[i];
@@ -672,7 +706,7 @@ const kvfts_doc *kvfts_docs_at(const kvfts_docs *d, size_t i)
 }
 
 /* Read one key into d; a missing one is recorded (or skipped). */
-static int get_into(kv_txn *txn, kvfts_docs *d, kv_buf *rec, const char *key,
+int api_get_into(kv_txn *txn, kvfts_docs *d, kv_buf *rec, const char *key,
                     size_t klen, bool skip_missing, kv_err *err)
 {
     kv_doc doc;
@@ -680,11 +714,11 @@ static int get_into(kv_txn *txn, kvfts_docs *d, kv_buf *rec, const char *key,
     if (rc == KVFTS_ENOTFOUND) {
         if (skip_missing)
             return KVFTS_OK;
-        return docs_add(d, key, klen, KVFTS_ENOTFOUND, NULL, 0, 0, err);
+        return api_docs_add(d, key, klen, KVFTS_ENOTFOUND, NULL, 0, 0, err);
     }
     if (rc)
         return rc;
-    return docs_add(d, key, klen, KVFTS_OK, doc.json, doc.json_len, doc.cas,
+    return api_docs_add(d, key, klen, KVFTS_OK, doc.json, doc.json_len, doc.cas,
                     err);
 }
 
@@ -704,7 +738,7 @@ static int mget_fn(kv_txn *txn, void *payload, kv_err *err)
     kv_buf_reset(&r->d->arena);
     for (size_t i = 0; i < r->n && !rc; i++) {
         size_t kl = r->lens ? r->lens[i] : strlen(r->keys[i]);
-        rc = get_into(txn, r->d, &rec, r->keys[i], kl, false, err);
+        rc = api_get_into(txn, r->d, &rec, r->keys[i], kl, false, err);
     }
     kv_buf_free(&rec);
     return rc;
@@ -713,18 +747,18 @@ static int mget_fn(kv_txn *txn, void *payload, kv_err *err)
 int kvfts_multi_get(kvfts_docs **out, kvfts_db *db, const char *const *keys,
                     const size_t *key_lens, size_t n)
 {
-    begin_call(db);
+    api_begin(db);
     *out = NULL;
     kvfts_docs *d = kv_calloc(1, sizeof *d);
     if (!d)
-        return finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
+        return api_finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
     mget_req r = { d, keys, key_lens, n };
     int rc = kv_txn_run(db->env, false, mget_fn, &r, &db->err);
     if (rc) {
         kvfts_docs_free(d);
-        return finish(db, rc);
+        return api_finish(db, rc);
     }
-    docs_fix(d);
+    api_docs_fix(d);
     *out = d;
     return KVFTS_OK;
 }
@@ -754,7 +788,7 @@ int kvfts_get(char **json_out, size_t *json_len_out, uint64_t *cas_out,
         }
     }
     kvfts_docs_free(d);
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 typedef struct range_req {
@@ -789,7 +823,7 @@ static int range_fn(kv_txn *txn, void *payload, kv_err *err)
         rc = kv_buf_appendf(&key, err, "%.*s::%llu", (int)r->plen, r->prefix,
                             (unsigned long long)i);
         if (!rc)
-            rc = get_into(txn, r->d, &rec, key.data, key.len, true, err);
+            rc = api_get_into(txn, r->d, &rec, key.data, key.len, true, err);
         if (i == UINT64_MAX)
             break;
     }
@@ -801,21 +835,21 @@ static int range_fn(kv_txn *txn, void *payload, kv_err *err)
 int kvfts_get_range(kvfts_docs **out, kvfts_db *db, const char *prefix,
                     size_t prefix_len, uint64_t first, uint64_t last)
 {
-    begin_call(db);
+    api_begin(db);
     *out = NULL;
     int rc = kv_name_check("counter", prefix, prefix_len, &db->err);
     if (rc)
-        return finish(db, rc);
+        return api_finish(db, rc);
     kvfts_docs *d = kv_calloc(1, sizeof *d);
     if (!d)
-        return finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
+        return api_finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
     range_req r = { d, prefix, prefix_len, first, last };
     rc = kv_txn_run(db->env, false, range_fn, &r, &db->err);
     if (rc) {
         kvfts_docs_free(d);
-        return finish(db, rc);
+        return api_finish(db, rc);
     }
-    docs_fix(d);
+    api_docs_fix(d);
     *out = d;
     return KVFTS_OK;
 }
@@ -840,8 +874,8 @@ static int incr_fn(kv_txn *txn, void *payload, kv_err *err)
 int kvfts_incr(int64_t *out, kvfts_db *db, const char *name, size_t name_len,
                int64_t delta, const int64_t *initial)
 {
-    begin_call(db);
-    int rc = check_writable(db);
+    api_begin(db);
+    int rc = api_check_writable(db);
     if (!rc)
         rc = check_no_batch(db);
     if (!rc)
@@ -851,7 +885,7 @@ int kvfts_incr(int64_t *out, kvfts_db *db, const char *name, size_t name_len,
         rc = kv_txn_run(db->env, true, incr_fn, &r, &db->err);
     if (!rc)
         *out = r.out;
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 static int cget_fn(kv_txn *txn, void *payload, kv_err *err)
@@ -863,14 +897,14 @@ static int cget_fn(kv_txn *txn, void *payload, kv_err *err)
 int kvfts_counter_get(int64_t *out, kvfts_db *db, const char *name,
                       size_t name_len)
 {
-    begin_call(db);
+    api_begin(db);
     int rc = kv_name_check("counter", name, name_len, &db->err);
     incr_req r = { name, name_len, 0, NULL, 0 };
     if (!rc)
         rc = kv_txn_run(db->env, false, cget_fn, &r, &db->err);
     if (!rc)
         *out = r.out;
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 /* ---- lookups ----------------------------------------------------------- */
@@ -898,7 +932,7 @@ static int lookup_fn(kv_txn *txn, void *payload, kv_err *err)
     const char *k = r->refs.data;
     for (size_t i = 0; i < r->nrefs && !rc; i++) {
         size_t kl = strlen(k);
-        rc = get_into(txn, r->d, &rec, k, kl, false, err);
+        rc = api_get_into(txn, r->d, &rec, k, kl, false, err);
         k += kl + 1;
     }
     kv_buf_free(&rec);
@@ -908,7 +942,7 @@ static int lookup_fn(kv_txn *txn, void *payload, kv_err *err)
 static int lookup_prepare(lookup_req *r, kvfts_db *db, const char *name,
                           size_t nlen, const char *value, size_t vlen)
 {
-    int rc = kv_txn_run(db->env, false, load_config_fn, db, &db->err);
+    int rc = kv_txn_run(db->env, false, api_load_config_fn, db, &db->err);
     if (rc)
         return rc;
     r->db = db;
@@ -931,7 +965,7 @@ static int lookup_prepare(lookup_req *r, kvfts_db *db, const char *name,
 int kvfts_lookup(kvfts_docs **out, kvfts_db *db, const char *name,
                  size_t name_len, const char *value, size_t value_len)
 {
-    begin_call(db);
+    api_begin(db);
     *out = NULL;
     lookup_req r = { 0 };
     int rc = lookup_prepare(&r, db, name, name_len, value, value_len);
@@ -943,21 +977,21 @@ int kvfts_lookup(kvfts_docs **out, kvfts_db *db, const char *name,
     if (!rc)
         rc = kv_txn_run(db->env, false, lookup_fn, &r, &db->err);
     if (!rc) {
-        docs_fix(r.d);
+        api_docs_fix(r.d);
         *out = r.d;
     } else {
         kvfts_docs_free(r.d);
     }
     kv_buf_free(&r.lkey);
     kv_buf_free(&r.refs);
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 int kvfts_lookup_doc(char **out, size_t *out_len, kvfts_db *db,
                      const char *name, size_t name_len, const char *value,
                      size_t value_len)
 {
-    begin_call(db);
+    api_begin(db);
     *out = NULL;
     lookup_req r = { 0 };
     int rc = lookup_prepare(&r, db, name, name_len, value, value_len);
@@ -989,25 +1023,27 @@ int kvfts_lookup_doc(char **out, size_t *out_len, kvfts_db *db,
     kv_buf_free(&j);
     kv_buf_free(&r.lkey);
     kv_buf_free(&r.refs);
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 /* ---- batches ----------------------------------------------------------- */
 
 int kvfts_batch_begin(kvfts_batch **out, kvfts_db *db)
 {
-    begin_call(db);
+    api_begin(db);
     *out = NULL;
-    int rc = check_writable(db);
+    int rc = api_check_writable(db);
     if (!rc)
         rc = check_no_batch(db);
     if (rc)
-        return finish(db, rc);
+        return api_finish(db, rc);
     kvfts_batch *b = kv_calloc(1, sizeof *b);
     if (!b)
-        return finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
+        return api_finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
     b->db = db;
     db->batch = b;
+    idx_writer_buffering(db->iw, true);
+    kvfts_batch_set_mem(b, 0);
     *out = b;
     return KVFTS_OK;
 }
@@ -1017,10 +1053,28 @@ size_t kvfts_batch_pending(const kvfts_batch *b)
     return b ? b->pending : 0;
 }
 
+#define DEFAULT_BATCH_MEM (256u * 1024u * 1024u)
+
+void kvfts_batch_set_mem(kvfts_batch *b, size_t bytes)
+{
+    b->mem = bytes ? bytes : DEFAULT_BATCH_MEM;
+    /* The writer merges into the transaction by itself only at twice the
+     * bound: a caller that commits when kvfts_batch_full() says so never
+     * pays for a merge that a commit would have done anyway. */
+    idx_writer_set_mem(b->db->iw, b->mem * 2);
+}
+
+bool kvfts_batch_full(const kvfts_batch *b)
+{
+    return idx_buffered_bytes(b->db->iw) + b->log.len >= b->mem;
+}
+
 static void batch_rollback(kvfts_batch *b)
 {
     kv_txn_abort(b->txn);
     b->txn = NULL;
+    if (b->db->iw)
+        idx_discard(b->db->iw);
     kv_buf_reset(&b->log);
     b->pending = 0;
 }
@@ -1031,7 +1085,7 @@ static int batch_txn(kvfts_batch *b, kv_err *err)
         return KVFTS_OK;
     int rc = kv_txn_begin(&b->txn, b->db->env, true, err);
     if (!rc)
-        rc = refresh_config(b->db, b->txn, err);
+        rc = api_refresh_config(b->db, b->txn, err);
     return rc;
 }
 
@@ -1056,6 +1110,7 @@ static int batch_replay(kvfts_batch *b, kv_err *err)
 {
     kv_txn_abort(b->txn);
     b->txn = NULL;
+    idx_discard(b->db->iw);
     int rc = batch_txn(b, err);
     size_t off = 0;
     for (size_t i = 0; i < b->pending && !rc; i++) {
@@ -1068,6 +1123,8 @@ static int batch_replay(kvfts_batch *b, kv_err *err)
     }
     return rc;
 }
+
+static int batch_flush(kvfts_batch *b, kv_err *err);
 
 static int batch_write(kvfts_batch *b, const batch_item *it, const char *key,
                        const char *json, kv_buf *key_out)
@@ -1110,6 +1167,8 @@ static int batch_write(kvfts_batch *b, const batch_item *it, const char *key,
            it->json_len);
     b->log.len += need;
     b->pending++;
+    if (idx_flush_due(b->db->iw))
+        return batch_flush(b, err);
     return KVFTS_OK;
 }
 
@@ -1117,15 +1176,15 @@ int kvfts_batch_write(kvfts_batch *b, kvfts_write_mode mode, const char *key,
                       size_t key_len, const char *json, size_t json_len)
 {
     kvfts_db *db = b->db;
-    begin_call(db);
+    api_begin(db);
     if (mode != KVFTS_UPSERT && mode != KVFTS_INSERT && mode != KVFTS_REPLACE)
-        return finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
+        return api_finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
                                     "bad write mode %d", (int)mode));
     int rc = prepare(db, key, key_len, json, json_len, &b->json, &db->err);
     if (rc)
-        return finish(db, rc);
+        return api_finish(db, rc);
     batch_item it = { (unsigned)mode, 0, key_len, b->json.len };
-    return finish(db, batch_write(b, &it, key, b->json.data, NULL));
+    return api_finish(db, batch_write(b, &it, key, b->json.data, NULL));
 }
 
 /* ---- key templates ("pkg::{package}") ----------------------------------- */
@@ -1234,11 +1293,11 @@ int kvfts_batch_write_template(char **key_out, kvfts_batch *b,
                                const char *json, size_t json_len)
 {
     kvfts_db *db = b->db;
-    begin_call(db);
+    api_begin(db);
     if (key_out)
         *key_out = NULL;
     if (mode != KVFTS_UPSERT && mode != KVFTS_INSERT && mode != KVFTS_REPLACE)
-        return finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
+        return api_finish(db, kv_seterr(&db->err, KVFTS_EINVAL,
                                     "bad write mode %d", (int)mode));
     tmpl t;
     kv_buf key = KV_BUF_INIT;
@@ -1262,7 +1321,7 @@ int kvfts_batch_write_template(char **key_out, kvfts_batch *b,
     }
     tmpl_free(&t);
     kv_buf_free(&key);
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 int kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const char *prefix,
@@ -1270,14 +1329,14 @@ int kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const char *prefix,
                            size_t json_len)
 {
     kvfts_db *db = b->db;
-    begin_call(db);
+    api_begin(db);
     if (key_out)
         *key_out = NULL;
     int rc = check_auto_prefix(db, prefix, prefix_len, &db->err);
     if (!rc)
         rc = prepare(db, NULL, 0, json, json_len, &b->json, &db->err);
     if (rc)
-        return finish(db, rc);
+        return api_finish(db, rc);
     kv_buf k = KV_BUF_INIT;
     batch_item it = { KVFTS_INSERT, 1, prefix_len, b->json.len };
     rc = batch_write(b, &it, prefix, b->json.data, &k);
@@ -1286,20 +1345,45 @@ int kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const char *prefix,
         k.data = NULL;
     }
     kv_buf_free(&k);
-    return finish(db, rc);
+    return api_finish(db, rc);
+}
+
+/* Merge the buffered postings into the index inside the batch's
+ * transaction; a deadlock replays the batch and merges again. */
+static int batch_flush(kvfts_batch *b, kv_err *err)
+{
+    int rc = idx_flush(b->db->iw, b->txn, err);
+    for (int attempt = 0; rc == KV_RETRY && attempt < BATCH_RETRIES;
+         attempt++) {
+        rc = batch_replay(b, err);
+        if (!rc)
+            rc = idx_flush(b->db->iw, b->txn, err);
+    }
+    if (rc) {
+        size_t lost = b->pending;
+        batch_rollback(b);
+        if (rc == KV_RETRY)
+            rc = kv_seterr(err, KVFTS_EBUSY, "deadlock persisted");
+        kv_err_prefix(err, "batch rolled back (%zu uncommitted write(s) "
+                      "lost)", lost);
+    }
+    return rc;
 }
 
 int kvfts_batch_commit(kvfts_batch *b)
 {
     kvfts_db *db = b->db;
-    begin_call(db);
+    api_begin(db);
     if (!b->txn)
         return KVFTS_OK;
-    int rc = kv_txn_commit(b->txn, &db->err);
+    int rc = batch_flush(b, &db->err);
+    if (rc)
+        return api_finish(db, rc);
+    rc = kv_txn_commit(b->txn, &db->err);
     b->txn = NULL;
     kv_buf_reset(&b->log);
     b->pending = 0;
-    return finish(db, rc);
+    return api_finish(db, rc);
 }
 
 void kvfts_batch_free(kvfts_batch *b)
@@ -1309,6 +1393,8 @@ void kvfts_batch_free(kvfts_batch *b)
     batch_rollback(b);
     if (b->db->batch == b)
         b->db->batch = NULL;
+    idx_writer_buffering(b->db->iw, false);
+    idx_writer_set_mem(b->db->iw, 0);
     kv_buf_free(&b->log);
     kv_buf_free(&b->json);
     kv_free(b);
@@ -1324,16 +1410,35 @@ static int stats_fn(kv_txn *txn, void *payload, kv_err *err)
         rc = kv_count(txn, KV_COUNTERS, &s->counters, err);
     if (!rc)
         rc = kv_count(txn, KV_LOOKUPS, &s->lookup_entries, err);
+    idx_stats is;
+    if (!rc)
+        rc = idx_get_stats(txn, &is, err);
+    if (!rc) {
+        s->terms = is.terms;
+        s->postings = is.postings;
+        s->blocks = is.blocks;
+        s->postings_bytes = is.postings_bytes;
+        s->fields = is.fields;
+    }
+    kv_buf v = KV_BUF_INIT;
+    if (!rc)
+        rc = kv_get(txn, KV_META, IDX_SKIPPED_KEY, strlen(IDX_SKIPPED_KEY), &v,
+                    false, err);
+    if (rc == KVFTS_OK && v.len == 8)
+        s->skipped_tokens = kv_get_be64((const unsigned char *)v.data);
+    if (rc == KVFTS_ENOTFOUND)
+        rc = KVFTS_OK;
+    kv_buf_free(&v);
     return rc;
 }
 
 int kvfts_get_stats(kvfts_stats *out, kvfts_db *db)
 {
-    begin_call(db);
+    api_begin(db);
     memset(out, 0, sizeof *out);
     int rc = kv_txn_run(db->env, false, stats_fn, out, &db->err);
     if (!rc)
         rc = kv_env_sizes(db->env, &out->disk_bytes, &out->log_bytes,
                           &db->err);
-    return finish(db, rc);
+    return api_finish(db, rc);
 }

@@ -255,8 +255,34 @@ static int get_logical(kvfts_db *db, const char *key, bool *missing)
         kvfts_free(cfg);
         return EXIT_OK;
     }
+    if (starts(key, "fts::")) {
+        /* fts::FIELD::TERM; a FIELD has no "::" of its own here. */
+        const char *f = key + 5, *sep2 = strstr(f, "::");
+        if (!sep2)
+            return -1;
+        const char *term = sep2 + 2;
+        char *json;
+        size_t n;
+        int rc = kvfts_term_get(&json, &n, db, f, (size_t)(sep2 - f), term,
+                                strlen(term), 0);
+        fputs("{\"key\":", stdout);
+        tool_json_str(stdout, key, strlen(key));
+        if (rc == KVFTS_OK) {
+            fputs(",\"doc\":", stdout);
+            fwrite(json, 1, n, stdout);
+            fputs("}\n", stdout);
+            kvfts_free(json);
+        } else if (rc == KVFTS_ENOTFOUND) {
+            fputs(",\"error\":\"not found\"}\n", stdout);
+            *missing = true;
+        } else {
+            fputs(",\"error\":\"failed\"}\n", stdout);
+            return tool_fail(db, rc, key);
+        }
+        return EXIT_OK;
+    }
     const char *sep = strstr(key, "::");
-    if (!sep || starts(key, "fts::") || starts(key, "meta::"))
+    if (!sep || starts(key, "meta::"))
         return -1;
     char *doc;
     size_t n;
@@ -365,8 +391,13 @@ int cmd_incr(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         int64_t v;
         av[i] = argv[i];
-        if (i > 0 && argv[i][0] == '-' && tool_parse_i64(argv[i], &v) &&
-            !dbuf) {
+        /* ... unless it is the value of the option before it. */
+        bool is_value = i > 1 && (strcmp(argv[i - 1], "--initial") == 0 ||
+                                  strcmp(argv[i - 1], "--delta") == 0 ||
+                                  strcmp(argv[i - 1], "--db") == 0 ||
+                                  strcmp(argv[i - 1], "-d") == 0);
+        if (i > 0 && !is_value && argv[i][0] == '-' &&
+            tool_parse_i64(argv[i], &v) && !dbuf) {
             size_t n = strlen(argv[i]) + 9;
             dbuf = malloc(n);
             if (dbuf) {
@@ -504,10 +535,15 @@ int cmd_stats(int argc, char **argv)
     if (rc)
         code = tool_fail(db, rc, "stats");
     else
-        printf("{\"documents\":%" PRIu64 ",\"counters\":%" PRIu64
+        printf("{\"documents\":%" PRIu64 ",\"terms\":%" PRIu64
+               ",\"postings\":%" PRIu64 ",\"blocks\":%" PRIu64
+               ",\"postings_bytes\":%" PRIu64 ",\"fields\":%" PRIu64
+               ",\"skipped_tokens\":%" PRIu64 ",\"counters\":%" PRIu64
                ",\"lookup_entries\":%" PRIu64 ",\"disk_bytes\":%" PRIu64
-               ",\"log_bytes\":%" PRIu64 "}\n", s.documents, s.counters,
-               s.lookup_entries, s.disk_bytes, s.log_bytes);
+               ",\"log_bytes\":%" PRIu64 "}\n", s.documents, s.terms,
+               s.postings, s.blocks, s.postings_bytes, s.fields,
+               s.skipped_tokens, s.counters, s.lookup_entries, s.disk_bytes,
+               s.log_bytes);
     kvfts_close(db);
     return code;
 }

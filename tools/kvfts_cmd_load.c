@@ -4,8 +4,10 @@
  * (kvfts debian-catalog).
  *
  * load: one document per line, blank lines ignored.  Lines go through one
- * kvfts_batch; every --batch documents the batch commits, so a crash loses
- * at most the batch in progress and every earlier one is durable.  A line
+ * kvfts_batch, which buffers the index postings and merges them in key
+ * order when it commits: when its buffers reach --mem megabytes (default
+ * 256), or every --batch documents if that is given.  A crash loses at most
+ * the batch in progress; every earlier one is durable.  A line
  * the library refuses (bad JSON, bad key, missing key field, an existing key
  * under --mode add, a taken unique lookup) is reported as FILE:LINE:COLUMN
  * and either skipped (--skip-bad, counted in the summary) or ends the load
@@ -25,7 +27,8 @@ typedef struct load_opts {
     const char *key_template;
     const char *auto_prefix;
     kvfts_write_mode mode;
-    uint64_t batch;
+    uint64_t batch;          /* commit every N documents; 0: by memory */
+    uint64_t mem_mb;         /* memory bound of a batch */
     bool skip_bad;
     bool quiet;
 } load_opts;
@@ -52,6 +55,7 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
     int rc = kvfts_batch_begin(&b, db);
     if (rc)
         return tool_fail(db, rc, "load");
+    kvfts_batch_set_mem(b, (size_t)o->mem_mb * 1024 * 1024);
     tool_progress prog;
     tool_progress_init(&prog, !o->quiet, total_bytes);
     char *line = NULL;
@@ -98,7 +102,8 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
             loaded = committed;
             goto out;
         }
-        if (kvfts_batch_pending(b) >= o->batch) {
+        if ((o->batch && kvfts_batch_pending(b) >= o->batch) ||
+            kvfts_batch_full(b)) {
             rc = kvfts_batch_commit(b);
             if (rc) {
                 code = tool_fail(db, rc, "load: commit");
@@ -138,13 +143,14 @@ int cmd_load(int argc, char **argv)
         { "auto", required_argument, NULL, 'a' },
         { "mode", required_argument, NULL, 'm' },
         { "batch", required_argument, NULL, 'b' },
+        { "mem", required_argument, NULL, 'M' },
         { "skip-bad", no_argument, NULL, 's' },
         { "quiet", no_argument, NULL, 'q' },
         { "db", required_argument, NULL, 'd' },
         { NULL, 0, NULL, 0 }
     };
     tool_common c = { NULL };
-    load_opts o = { .mode = KVFTS_UPSERT, .batch = 1000 };
+    load_opts o = { .mode = KVFTS_UPSERT, .batch = 0, .mem_mb = 256 };
     char *id_tmpl = NULL;
     int opt, nkey = 0;
     while ((opt = getopt_long(argc, argv, "d:q", opts, NULL)) != -1) {
@@ -182,6 +188,14 @@ int cmd_load(int argc, char **argv)
                 free(id_tmpl);
                 return tool_error(EXIT_USAGE, "load: --batch takes 1 to "
                                   "1000000, not '%s'", optarg);
+            }
+            break;
+        case 'M':
+            if (!tool_parse_u64(optarg, &o.mem_mb) || o.mem_mb == 0 ||
+                o.mem_mb > 1024 * 1024) {
+                free(id_tmpl);
+                return tool_error(EXIT_USAGE, "load: --mem takes megabytes "
+                                  "(1 to 1048576), not '%s'", optarg);
             }
             break;
         case 's': o.skip_bad = true; break;

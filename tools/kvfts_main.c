@@ -56,8 +56,10 @@ static const command commands[] = {
       "  --ref prints the lookup document itself ({\"ref\":..} / {\"refs\":[..]}).\n" },
     { "load", cmd_load,
       "kvfts load FILE.jsonl|- [--key TEMPLATE | --id-field PATH | --auto PREFIX]\n"
-      "           [--mode put|add|replace] [--batch N] [--skip-bad] [--quiet]\n"
-      "  Bulk-load JSON Lines, one transaction per batch (default 1000 docs).\n"
+      "           [--mode put|add|replace] [--mem MB] [--batch N] [--skip-bad]\n"
+      "           [--quiet]\n"
+      "  Bulk-load JSON Lines, one transaction per batch: a batch ends when its\n"
+      "  buffers reach --mem MB (default 256) or, if given, after N documents.\n"
       "  --key 'pkg::{package}' builds keys from fields; --id-field id uses\n"
       "  the value of field id as the key; --auto user makes user::<n>.\n"
       "  A bad line stops the load (everything before it is committed) unless\n"
@@ -68,6 +70,23 @@ static const command commands[] = {
       "  offsets: of TEXT under an analyzer (standard, english, keyword, ...),\n"
       "  as a value of field PATH under the database's config (-d DIR), or,\n"
       "  with --doc, of every field of a JSON document.\n" },
+    { "term", cmd_term,
+      "kvfts term FIELD TERM [--limit N]\n"
+      "  Print the index entry fts::FIELD::TERM as {\"count\":N,\"refs\":[...]}:\n"
+      "  the exact number of documents holding TERM and their keys in key\n"
+      "  order (at most N with --limit).  TERM as stored: see kvfts analyze.\n" },
+    { "terms", cmd_terms,
+      "kvfts terms FIELD [PREFIX] [--limit N]\n"
+      "  List the terms of FIELD (starting with PREFIX) with their counts.\n" },
+    { "check", cmd_check,
+      "kvfts check\n"
+      "  Verify that every index entry, lookup and doc id equals what a fresh\n"
+      "  analysis of the stored documents gives; print each difference and\n"
+      "  exit 6 if there is any.\n" },
+    { "reindex", cmd_reindex,
+      "kvfts reindex\n"
+      "  Rebuild every index entry and lookup from the stored documents, in\n"
+      "  one transaction, with progress on a terminal.\n" },
     { "stats", cmd_stats,
       "kvfts stats\n"
       "  Print document, counter and lookup counts and sizes on disk.\n" },

@@ -57,6 +57,11 @@ int tool_open(kvfts_db **out, const tool_common *c, bool create,
     kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
     o.create = create;
     o.read_only = read_only;
+    const char *mb = getenv("KVFTS_CACHE_MB");
+    uint64_t cache_mb;
+    if (mb && tool_parse_u64(mb, &cache_mb) && cache_mb > 0 &&
+        cache_mb < 1024 * 1024)
+        o.cache_bytes = (size_t)cache_mb * 1024 * 1024;
     kvfts_db *db = NULL;
     int rc = kvfts_open(&db, dir, &o);
     if (rc) {

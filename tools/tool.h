@@ -81,5 +81,9 @@ int cmd_config(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_debian_catalog(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
+int cmd_term(int argc, char **argv);
+int cmd_terms(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_reindex(int argc, char **argv);
 
 #endif /* KVFTS_TOOL_H */

@@ -1,0 +1,476 @@
+/*
+ * idx_block.c -- the on-disk format of the inverted index: keys, term
+ * headers, postings blocks, document lengths and field records, with their
+ * encoders and bounds-checked decoders.  Format version 1; this comment
+ * changes in the same commit as the format.
+ *
+ * Logical key "fts::<field>::<term>" is stored in postings.db as records
+ * whose keys start with  FIELD 0x00 TERM  (fields and terms never contain
+ * 0x00: the index refuses such fields and the analyzers never emit it):
+ *
+ *   FIELD 0x00 TERM                   term header
+ *   FIELD 0x00 TERM 0x00 be32(FIRST)  a postings block whose first doc id is
+ *                                     FIRST
+ *
+ * The header sorts just before its blocks, and all records of a term sort
+ * before those of any longer term it prefixes, so one cursor walk reads a
+ * term's header and then its blocks in doc-id order, and a range scan from
+ * FIELD 0x00 PREFIX enumerates terms (prefix queries).
+ *
+ * Term header:
+ *   u8 version (1) | u8 flags (bit 0: blocks carry positions)
+ *   varint df        live documents holding the term (the seeds' "count")
+ *   varint cf        total occurrences in them
+ *   varint blocks    number of block records
+ *   varint last      the largest doc id (bulk appends go after it)
+ *   varint lastblk   FIRST of the last block (where appends go)
+ *
+ * Postings block (at most IDX_BLOCK_DOCS documents, ascending ids):
+ *   u8 version (1) | u8 flags (bit 0: positions)
+ *   varint n         documents in the block, >= 1
+ *   varint span      last id - FIRST (skip data: the block's last id)
+ *   varint max_tf    largest tf in the block (for top-k pruning)
+ *   varint idbytes   size of the id stream
+ *   varint tfbytes   size of the tf stream
+ *   varint posbytes  size of the position stream (0 without positions)
+ *   id stream        StreamVByte delta coding of the n - 1 ids after FIRST
+ *   tf stream        StreamVByte 0124 coding of tf - 1 for each document
+ *                    (tf 1, the usual case, costs 2 bits)
+ *   pos stream       StreamVByte of, per document, its tf positions as
+ *                    gaps (first from 0)
+ *
+ * doclens.db: be32 doc id -> u8 version (1), varint count, then count pairs
+ * of varints (field id, length in terms).
+ *
+ * meta.db: "field::NAME" -> varint id, varint docs having the field, varint
+ * sum of their lengths (BM25's statistics); ids come from sequence "field".
+ *
+ * varint = unsigned LEB128, at most 10 bytes.  StreamVByte (Debian's
+ * libstreamvbyte) encodes arrays of u32 fast; it has no validator in 0.4.1,
+ * so idx_svb_size() recomputes a stream's size from its control bytes before
+ * anything is decoded, and decoding reads from buffers with IDX_SLACK spare
+ * bytes because the SIMD decoder loads 16 bytes at a time.
+ */
+#include "index.h"
+
+#include <streamvbyte.h>
+#include <streamvbytedelta.h>
+#include <string.h>
+
+/* ---- varints ------------------------------------------------------------ */
+
+size_t idx_varint_put(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+bool idx_varint_get(const unsigned char **p, const unsigned char *end,
+                    uint64_t *out)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*p >= end)
+            return false;
+        unsigned char b = *(*p)++;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- keys --------------------------------------------------------------- */
+
+int idx_key_term(kv_buf *key, const char *field, size_t flen, const char *term,
+                 size_t tlen, kv_err *err)
+{
+    kv_buf_reset(key);
+    int rc = kv_buf_append(key, field, flen, err);
+    if (!rc)
+        rc = kv_buf_append(key, "", 1, err);
+    if (!rc)
+        rc = kv_buf_append(key, term, tlen, err);
+    return rc;
+}
+
+int idx_key_block(kv_buf *key, size_t term_key_len, uint32_t first,
+                  kv_err *err)
+{
+    key->len = term_key_len;
+    unsigned char b[5] = { 0 };
+    kv_put_be32(b + 1, first);
+    return kv_buf_append(key, b, 5, err);
+}
+
+bool idx_key_is_block_of(const char *k, size_t klen, const char *term_key,
+                         size_t tklen, uint32_t *first)
+{
+    if (klen != tklen + 5 || memcmp(k, term_key, tklen) != 0 ||
+        k[tklen] != '\0')
+        return false;
+    *first = kv_get_be32((const unsigned char *)k + tklen + 1);
+    return true;
+}
+
+/* ---- term headers ------------------------------------------------------- */
+
+int idx_header_encode(const idx_header *h, kv_buf *out, kv_err *err)
+{
+    kv_buf_reset(out);
+    int rc = kv_buf_reserve(out, 2 + 5 * 10, err);
+    if (rc)
+        return rc;
+    unsigned char *p = (unsigned char *)out->data;
+    size_t n = 0;
+    p[n++] = IDX_FORMAT;
+    p[n++] = h->positions ? IDX_F_POSITIONS : 0;
+    n += idx_varint_put(p + n, h->df);
+    n += idx_varint_put(p + n, h->cf);
+    n += idx_varint_put(p + n, h->blocks);
+    n += idx_varint_put(p + n, h->last);
+    n += idx_varint_put(p + n, h->lastblk);
+    out->len = n;
+    return KVFTS_OK;
+}
+
+int idx_header_decode(const char *buf, size_t len, idx_header *h, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t blocks, last, lastblk;
+    if (len < 2 || p[0] != IDX_FORMAT || (p[1] & ~IDX_F_POSITIONS))
+        goto bad;
+    h->positions = p[1] & IDX_F_POSITIONS;
+    p += 2;
+    if (!idx_varint_get(&p, end, &h->df) || !idx_varint_get(&p, end, &h->cf) ||
+        !idx_varint_get(&p, end, &blocks) ||
+        !idx_varint_get(&p, end, &last) ||
+        !idx_varint_get(&p, end, &lastblk) || p != end)
+        goto bad;
+    if (h->df == 0 || h->cf < h->df || blocks == 0 || blocks > h->df ||
+        last > UINT32_MAX || lastblk > last || lastblk == 0)
+        goto bad;
+    h->blocks = (uint32_t)blocks;
+    h->last = (uint32_t)last;
+    h->lastblk = (uint32_t)lastblk;
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt term header (%zu bytes)",
+                     len);
+}
+
+/* ---- blocks ------------------------------------------------------------- */
+
+size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,
+                    bool is0124)
+{
+    size_t ctrl = ((size_t)count + 3) / 4;
+    if (count == 0)
+        return 0;
+    if (ctrl > avail)
+        return SIZE_MAX;
+    size_t data = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        unsigned code = (in[i / 4] >> (2 * (i % 4))) & 3;
+        data += is0124 ? (code == 3 ? 4 : code) : code + 1;
+    }
+    return ctrl + data;
+}
+
+void idx_block_init(idx_block *b)
+{
+    memset(b, 0, sizeof *b);
+}
+
+void idx_block_free(idx_block *b)
+{
+    kv_free(b->ids);
+    kv_free(b->tfs);
+    kv_free(b->poff);
+    kv_free(b->pos);
+    memset(b, 0, sizeof *b);
+}
+
+int idx_block_reserve(idx_block *b, uint32_t ndocs, uint64_t npos,
+                      kv_err *err)
+{
+    if (ndocs > b->cap) {
+        uint32_t cap = b->cap ? b->cap : 16;
+        while (cap < ndocs)
+            cap *= 2;
+        uint32_t *ids = kv_realloc(b->ids, (size_t)cap * 4 + IDX_SLACK);
+        if (!ids)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        b->ids = ids;
+        uint32_t *tfs = kv_realloc(b->tfs, (size_t)cap * 4 + IDX_SLACK);
+        if (!tfs)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        b->tfs = tfs;
+        uint32_t *po = kv_realloc(b->poff, ((size_t)cap + 1) * 4 + IDX_SLACK);
+        if (!po)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        b->poff = po;
+        b->cap = cap;
+    }
+    if (npos > b->pcap) {
+        if (npos > UINT32_MAX / 8)
+            return kv_seterr(err, KVFTS_ENOMEM, "block too large");
+        uint64_t cap = b->pcap ? b->pcap : 64;
+        while (cap < npos)
+            cap *= 2;
+        uint32_t *pos = kv_realloc(b->pos, (size_t)cap * 4 + IDX_SLACK);
+        if (!pos)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        b->pos = pos;
+        b->pcap = (uint32_t)cap;
+    }
+    return KVFTS_OK;
+}
+
+int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
+                     size_t len, bool want_positions, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t n, span, max_tf, idb, tfb, posb;
+    if (len < 2 || p[0] != IDX_FORMAT || (p[1] & ~IDX_F_POSITIONS))
+        goto bad;
+    b->positions = p[1] & IDX_F_POSITIONS;
+    p += 2;
+    if (!idx_varint_get(&p, end, &n) || !idx_varint_get(&p, end, &span) ||
+        !idx_varint_get(&p, end, &max_tf) || !idx_varint_get(&p, end, &idb) ||
+        !idx_varint_get(&p, end, &tfb) || !idx_varint_get(&p, end, &posb))
+        goto bad;
+    if (n == 0 || n > IDX_BLOCK_MAX || span > UINT32_MAX - first ||
+        (n == 1 && span != 0) || (n > 1 && span < n - 1) || max_tf == 0 ||
+        max_tf > UINT32_MAX || (!b->positions && posb) ||
+        idb > (size_t)(end - p) || tfb > (size_t)(end - p) - idb ||
+        posb != (size_t)(end - p) - idb - tfb)
+        goto bad;
+    uint32_t cnt = (uint32_t)n;
+    const unsigned char *ids = p, *tfs = p + idb;
+    if (idx_svb_size(ids, idb, cnt - 1, false) != idb ||
+        idx_svb_size(tfs, tfb, cnt, true) != tfb)
+        goto bad;
+    int rc = idx_block_reserve(b, cnt, 0, err);
+    if (rc)
+        return rc;
+    /* The decoder may load past the end of a stream: decode from a copy
+     * with slack (the streams are small). */
+    unsigned char *tmp = kv_malloc((size_t)(idb + tfb + posb) + IDX_SLACK);
+    if (!tmp)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    memcpy(tmp, p, (size_t)(idb + tfb + posb));
+    b->ids[0] = first;
+    if (cnt > 1)
+        streamvbyte_delta_decode(tmp, b->ids + 1, cnt - 1, first);
+    streamvbyte_decode_0124(tmp + idb, b->tfs, cnt);
+    uint64_t npos = 0;
+    uint32_t mtf = 0;
+    for (uint32_t i = 0; i < cnt; i++) {
+        b->tfs[i] += 1;
+        if (b->tfs[i] == 0 ||
+            (i > 0 && b->ids[i] <= b->ids[i - 1])) {
+            kv_free(tmp);
+            goto bad;
+        }
+        if (b->tfs[i] > mtf)
+            mtf = b->tfs[i];
+        npos += b->tfs[i];
+    }
+    if (b->ids[cnt - 1] != first + span || mtf != max_tf) {
+        kv_free(tmp);
+        goto bad;
+    }
+    b->n = cnt;
+    b->max_tf = mtf;
+    b->npos = 0;
+    b->decoded_positions = b->positions && want_positions;
+    if (b->decoded_positions) {
+        if (npos > UINT32_MAX / 8 ||
+            idx_svb_size(tmp + idb + tfb, posb, (uint32_t)npos, false) !=
+                posb) {
+            kv_free(tmp);
+            goto bad;
+        }
+        rc = idx_block_reserve(b, cnt, npos, err);
+        if (rc) {
+            kv_free(tmp);
+            return rc;
+        }
+        streamvbyte_decode(tmp + idb + tfb, b->pos, (uint32_t)npos);
+        /* Gaps to positions, per document. */
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < cnt; i++) {
+            b->poff[i] = k;
+            uint64_t acc = 0;
+            for (uint32_t j = 0; j < b->tfs[i]; j++, k++) {
+                acc += b->pos[k];
+                if (acc > UINT32_MAX || (j > 0 && b->pos[k] == 0)) {
+                    kv_free(tmp);
+                    goto bad;
+                }
+                b->pos[k] = (uint32_t)acc;
+            }
+        }
+        b->poff[cnt] = k;
+        b->npos = k;
+    }
+    kv_free(tmp);
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt postings block (%zu "
+                     "bytes, first id %u)", len, first);
+}
+
+int idx_block_encode(const idx_block *b, uint32_t from, uint32_t to,
+                     kv_buf *out, kv_err *err)
+{
+    uint32_t n = to - from;
+    uint32_t first = b->ids[from];
+    uint64_t npos = 0;
+    uint32_t max_tf = 0;
+    for (uint32_t i = from; i < to; i++) {
+        npos += b->tfs[i];
+        if (b->tfs[i] > max_tf)
+            max_tf = b->tfs[i];
+    }
+    if (!b->positions)
+        npos = 0;
+    size_t bound = 2 + 6 * 10 + streamvbyte_max_compressedbytes(n) * 2 +
+                   streamvbyte_max_compressedbytes((uint32_t)npos);
+    kv_buf_reset(out);
+    int rc = kv_buf_reserve(out, bound + IDX_SLACK, err);
+    if (rc)
+        return rc;
+    /* Scratch: tf - 1, and position gaps, in one allocation. */
+    uint32_t *tmp = kv_malloc(((size_t)n + (size_t)npos + 1) * 4);
+    if (!tmp)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    unsigned char *streams = kv_malloc(bound);
+    if (!streams) {
+        kv_free(tmp);
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    }
+    size_t idb = n > 1 ? streamvbyte_delta_encode(b->ids + from + 1, n - 1,
+                                                  streams, first)
+                       : 0;
+    for (uint32_t i = 0; i < n; i++)
+        tmp[i] = b->tfs[from + i] - 1;
+    size_t tfb = streamvbyte_encode_0124(tmp, n, streams + idb);
+    size_t posb = 0;
+    if (b->positions && npos) {
+        uint32_t k = 0;
+        for (uint32_t i = from; i < to; i++) {
+            uint32_t prev = 0;
+            for (uint32_t j = b->poff[i]; j < b->poff[i] + b->tfs[i]; j++) {
+                tmp[n + k++] = b->pos[j] - prev;
+                prev = b->pos[j];
+            }
+        }
+        posb = streamvbyte_encode(tmp + n, (uint32_t)npos,
+                                  streams + idb + tfb);
+    }
+    unsigned char *p = (unsigned char *)out->data;
+    size_t k = 0;
+    p[k++] = IDX_FORMAT;
+    p[k++] = b->positions ? IDX_F_POSITIONS : 0;
+    k += idx_varint_put(p + k, n);
+    k += idx_varint_put(p + k, b->ids[to - 1] - first);
+    k += idx_varint_put(p + k, max_tf);
+    k += idx_varint_put(p + k, idb);
+    k += idx_varint_put(p + k, tfb);
+    k += idx_varint_put(p + k, posb);
+    memcpy(p + k, streams, idb + tfb + posb);
+    out->len = k + idb + tfb + posb;
+    kv_free(tmp);
+    kv_free(streams);
+    return KVFTS_OK;
+}
+
+/* ---- document lengths and field records --------------------------------- */
+
+int idx_lens_encode(const idx_len *lens, size_t n, kv_buf *out, kv_err *err)
+{
+    kv_buf_reset(out);
+    int rc = kv_buf_reserve(out, 1 + 10 + n * 20, err);
+    if (rc)
+        return rc;
+    unsigned char *p = (unsigned char *)out->data;
+    size_t k = 0;
+    p[k++] = IDX_FORMAT;
+    k += idx_varint_put(p + k, n);
+    for (size_t i = 0; i < n; i++) {
+        k += idx_varint_put(p + k, lens[i].field_id);
+        k += idx_varint_put(p + k, lens[i].len);
+    }
+    out->len = k;
+    return KVFTS_OK;
+}
+
+int idx_lens_find(const char *buf, size_t len, uint32_t field_id,
+                  uint32_t *out, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t n, id, l;
+    *out = 0;
+    if (len < 1 || p[0] != IDX_FORMAT)
+        goto bad;
+    p++;
+    if (!idx_varint_get(&p, end, &n) || n > len)
+        goto bad;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!idx_varint_get(&p, end, &id) || !idx_varint_get(&p, end, &l) ||
+            l > UINT32_MAX)
+            goto bad;
+        if (id == field_id)
+            *out = (uint32_t)l;
+    }
+    if (p != end)
+        goto bad;
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt document lengths record");
+}
+
+int idx_field_encode(const idx_field *f, kv_buf *out, kv_err *err)
+{
+    kv_buf_reset(out);
+    int rc = kv_buf_reserve(out, 30, err);
+    if (rc)
+        return rc;
+    unsigned char *p = (unsigned char *)out->data;
+    size_t k = idx_varint_put(p, f->id);
+    k += idx_varint_put(p + k, f->docs);
+    k += idx_varint_put(p + k, f->total_len);
+    out->len = k;
+    return KVFTS_OK;
+}
+
+int idx_field_decode(const char *buf, size_t len, idx_field *f, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t id;
+    if (!idx_varint_get(&p, end, &id) || id == 0 || id > UINT32_MAX ||
+        !idx_varint_get(&p, end, &f->docs) ||
+        !idx_varint_get(&p, end, &f->total_len) || p != end)
+        return kv_seterr(err, KVFTS_ECORRUPT, "corrupt field record");
+    f->id = (uint32_t)id;
+    return KVFTS_OK;
+}
+
+int idx_key_field(kv_buf *key, const char *field, size_t flen, kv_err *err)
+{
+    kv_buf_reset(key);
+    int rc = kv_buf_append(key, IDX_FIELD_PREFIX, strlen(IDX_FIELD_PREFIX),
+                           err);
+    if (!rc)
+        rc = kv_buf_append(key, field, flen, err);
+    return rc;
+}

@@ -1,0 +1,400 @@
+/*
+ * idx_read.c -- reading the inverted index: term headers, postings
+ * iterators, term enumeration, field statistics and index-wide figures.
+ *
+ * An idx_postings walks one term's block records with a Berkeley DB cursor,
+ * decoding one block at a time (positions only when asked for).  skip_to()
+ * first looks inside the current block (binary search), then jumps with a
+ * B-tree range seek on the block keys, so skipping over a long list costs a
+ * few page reads, not a scan.  All of it runs inside the caller's (usually
+ * snapshot) transaction, so a query sees one consistent index.
+ */
+#include "index.h"
+
+#include <string.h>
+
+struct idx_postings {
+    kv_txn *txn;
+    kv_cursor *c;
+    kv_buf tkey;          /* FIELD 0x00 TERM */
+    kv_buf seek;          /* scratch key */
+    kv_buf raw;           /* the current block's bytes */
+    idx_term_info info;
+    idx_block blk;
+    uint32_t first;       /* first id of the current block */
+    uint32_t i;           /* index in the block */
+    bool started, eof;
+};
+
+int idx_term_get(kv_txn *txn, const char *field, size_t flen,
+                 const char *term, size_t tlen, idx_term_info *out,
+                 kv_err *err)
+{
+    kv_buf key = KV_BUF_INIT, val = KV_BUF_INIT;
+    int rc = idx_key_term(&key, field, flen, term, tlen, err);
+    if (!rc)
+        rc = kv_get(txn, KV_POSTINGS, key.data, key.len, &val, false, err);
+    idx_header h;
+    if (!rc)
+        rc = idx_header_decode(val.data, val.len, &h, err);
+    if (!rc) {
+        out->df = h.df;
+        out->cf = h.cf;
+        out->blocks = h.blocks;
+        out->last = h.last;
+        out->positions = h.positions;
+    }
+    kv_buf_free(&key);
+    kv_buf_free(&val);
+    return rc;
+}
+
+void idx_postings_close(idx_postings *p)
+{
+    if (!p)
+        return;
+    kv_cursor_close(p->c);
+    kv_buf_free(&p->tkey);
+    kv_buf_free(&p->seek);
+    kv_buf_free(&p->raw);
+    idx_block_free(&p->blk);
+    kv_free(p);
+}
+
+int idx_postings_open(idx_postings **out, kv_txn *txn, const char *field,
+                      size_t flen, const char *term, size_t tlen,
+                      kv_err *err)
+{
+    *out = NULL;
+    idx_postings *p = kv_calloc(1, sizeof *p);
+    if (!p)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    p->txn = txn;
+    idx_block_init(&p->blk);
+    int rc = idx_term_get(txn, field, flen, term, tlen, &p->info, err);
+    if (!rc)
+        rc = idx_key_term(&p->tkey, field, flen, term, tlen, err);
+    if (!rc)
+        rc = kv_cursor_open(&p->c, txn, KV_POSTINGS, err);
+    if (rc) {
+        idx_postings_close(p);
+        return rc;
+    }
+    *out = p;
+    return KVFTS_OK;
+}
+
+/* Decode the block the cursor is on, if it belongs to the term. */
+static int load_block(idx_postings *p, int rc, kv_err *err)
+{
+    if (rc == KVFTS_ITEROVER) {
+        p->eof = true;
+        return KVFTS_ITEROVER;
+    }
+    if (rc)
+        return rc;
+    const char *k, *v;
+    size_t kl, vl;
+    uint32_t first;
+    kv_cursor_key(p->c, &k, &kl);
+    if (!idx_key_is_block_of(k, kl, p->tkey.data, p->tkey.len, &first)) {
+        p->eof = true;
+        return KVFTS_ITEROVER;
+    }
+    kv_cursor_val(p->c, &v, &vl);
+    kv_buf_reset(&p->raw);
+    rc = kv_buf_append(&p->raw, v, vl, err);
+    if (!rc)
+        rc = idx_block_decode(&p->blk, first, p->raw.data, p->raw.len, false,
+                              err);
+    if (rc)
+        return rc;
+    p->first = first;
+    p->i = 0;
+    return KVFTS_OK;
+}
+
+static int seek_block(idx_postings *p, uint32_t first, kv_err *err)
+{
+    kv_buf_reset(&p->seek);
+    int rc = kv_buf_append(&p->seek, p->tkey.data, p->tkey.len, err);
+    if (!rc)
+        rc = idx_key_block(&p->seek, p->tkey.len, first, err);
+    if (!rc)
+        rc = kv_cursor_seek(p->c, p->seek.data, p->seek.len, err);
+    return load_block(p, rc, err);
+}
+
+int idx_postings_next(idx_postings *p, kv_err *err)
+{
+    if (p->eof)
+        return KVFTS_ITEROVER;
+    if (!p->started) {
+        p->started = true;
+        return seek_block(p, 0, err);
+    }
+    if (++p->i < p->blk.n)
+        return KVFTS_OK;
+    return load_block(p, kv_cursor_next(p->c, err), err);
+}
+
+int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err)
+{
+    if (p->eof)
+        return KVFTS_ITEROVER;
+    int rc;
+    if (!p->started) {
+        p->started = true;
+        rc = seek_block(p, 0, err);
+        if (rc)
+            return rc;
+    }
+    if (p->blk.ids[p->i] >= docid)
+        return KVFTS_OK;
+    if (p->blk.ids[p->blk.n - 1] < docid) {
+        /* The block that may hold docid is the last one whose first id is
+         * <= docid: range-seek to docid's key, then look one record back. */
+        kv_buf_reset(&p->seek);
+        rc = kv_buf_append(&p->seek, p->tkey.data, p->tkey.len, err);
+        if (!rc)
+            rc = idx_key_block(&p->seek, p->tkey.len, docid, err);
+        if (!rc)
+            rc = kv_cursor_seek(p->c, p->seek.data, p->seek.len, err);
+        bool at_end = rc == KVFTS_ITEROVER;
+        if (rc && !at_end)
+            return rc;
+        const char *k;
+        size_t kl;
+        uint32_t first;
+        if (!at_end) {
+            kv_cursor_key(p->c, &k, &kl);
+            if (idx_key_is_block_of(k, kl, p->tkey.data, p->tkey.len,
+                                    &first) && first == docid)
+                return load_block(p, KVFTS_OK, err);
+        }
+        rc = at_end ? kv_cursor_last(p->c, err) : kv_cursor_prev(p->c, err);
+        if (rc && rc != KVFTS_ITEROVER)
+            return rc;
+        if (rc == KVFTS_OK) {
+            kv_cursor_key(p->c, &k, &kl);
+            if (idx_key_is_block_of(k, kl, p->tkey.data, p->tkey.len,
+                                    &first) && first < docid) {
+                rc = load_block(p, KVFTS_OK, err);
+                if (rc)
+                    return rc;
+                if (p->blk.ids[p->blk.n - 1] >= docid)
+                    goto search;
+            }
+        }
+        /* docid falls between two blocks: the answer starts the next. */
+        return seek_block(p, docid, err);
+    }
+search:;
+    /* Binary search in the block from the current position. */
+    uint32_t lo = p->i, hi = p->blk.n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (p->blk.ids[mid] < docid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    p->i = lo;
+    return KVFTS_OK;
+}
+
+uint32_t idx_postings_docid(const idx_postings *p)
+{
+    return p->blk.ids[p->i];
+}
+
+uint32_t idx_postings_tf(const idx_postings *p)
+{
+    return p->blk.tfs[p->i];
+}
+
+const uint32_t *idx_postings_positions(const idx_postings *p)
+{
+    if (!p->blk.positions)
+        return NULL;
+    if (!p->blk.decoded_positions) {
+        /* Decode this block again, positions included (the iterator is
+         * const to callers; the cache inside is not). */
+        idx_postings *q = (idx_postings *)p;
+        kv_err e = KV_ERR_INIT;
+        uint32_t i = q->i;
+        if (idx_block_decode(&q->blk, q->first, q->raw.data, q->raw.len, true,
+                             &e) != KVFTS_OK)
+            return NULL;
+        q->i = i;
+    }
+    return p->blk.pos + p->blk.poff[p->i];
+}
+
+uint32_t idx_postings_block_max_tf(const idx_postings *p)
+{
+    return p->blk.max_tf;
+}
+
+uint32_t idx_postings_block_last(const idx_postings *p)
+{
+    return p->blk.ids[p->blk.n - 1];
+}
+
+const idx_term_info *idx_postings_info(const idx_postings *p)
+{
+    return &p->info;
+}
+
+/* ---- term enumeration --------------------------------------------------- */
+
+int idx_terms_scan(kv_txn *txn, const char *field, size_t flen,
+                   const char *prefix, size_t plen, idx_term_fn fn,
+                   void *payload, kv_err *err)
+{
+    kv_buf start = KV_BUF_INIT, skip = KV_BUF_INIT;
+    kv_cursor *c = NULL;
+    int rc = idx_key_term(&start, field, flen, prefix, plen, err);
+    if (!rc)
+        rc = kv_cursor_open(&c, txn, KV_POSTINGS, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, start.data, start.len, err);
+    while (rc == KVFTS_OK) {
+        const char *k, *v;
+        size_t kl, vl;
+        kv_cursor_key(c, &k, &kl);
+        if (kl < start.len || memcmp(k, start.data, start.len) != 0)
+            break;
+        const char *term = k + flen + 1;
+        size_t tl = kl - flen - 1;
+        if (memchr(term, 0, tl)) {      /* a block key: skip */
+            rc = kv_cursor_next(c, err);
+            continue;
+        }
+        idx_header h;
+        kv_cursor_val(c, &v, &vl);
+        rc = idx_header_decode(v, vl, &h, err);
+        if (rc)
+            break;
+        idx_term_info info = { h.df, h.cf, h.blocks, h.last, h.positions };
+        rc = fn(payload, term, tl, &info);
+        if (rc)
+            break;
+        if (h.blocks > 4) {
+            /* Jump over the term's blocks. */
+            kv_buf_reset(&skip);
+            rc = kv_buf_append(&skip, k, kl, err);
+            if (!rc)
+                rc = kv_buf_append(&skip, "\0\xff\xff\xff\xff\xff", 6, err);
+            if (!rc)
+                rc = kv_cursor_seek(c, skip.data, skip.len, err);
+        } else {
+            rc = kv_cursor_next(c, err);
+        }
+    }
+    kv_cursor_close(c);
+    kv_buf_free(&start);
+    kv_buf_free(&skip);
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
+/* ---- statistics --------------------------------------------------------- */
+
+static int field_rec(kv_txn *txn, const char *field, size_t flen,
+                     idx_field *f, kv_err *err)
+{
+    kv_buf key = KV_BUF_INIT, val = KV_BUF_INIT;
+    int rc = idx_key_field(&key, field, flen, err);
+    if (!rc)
+        rc = kv_get(txn, KV_META, key.data, key.len, &val, false, err);
+    if (!rc)
+        rc = idx_field_decode(val.data, val.len, f, err);
+    kv_buf_free(&key);
+    kv_buf_free(&val);
+    return rc;
+}
+
+int idx_field_stats(kv_txn *txn, const char *field, size_t flen,
+                    uint64_t *docs, uint64_t *total_len, kv_err *err)
+{
+    idx_field f;
+    int rc = field_rec(txn, field, flen, &f, err);
+    if (rc == KVFTS_ENOTFOUND) {
+        *docs = *total_len = 0;
+        return KVFTS_OK;
+    }
+    if (!rc) {
+        *docs = f.docs;
+        *total_len = f.total_len;
+    }
+    return rc;
+}
+
+int idx_doc_field_len(kv_txn *txn, uint32_t docid, const char *field,
+                      size_t flen, uint32_t *len, kv_err *err)
+{
+    idx_field f;
+    *len = 0;
+    int rc = field_rec(txn, field, flen, &f, err);
+    if (rc == KVFTS_ENOTFOUND)
+        return KVFTS_OK;
+    if (rc)
+        return rc;
+    unsigned char id[4];
+    kv_put_be32(id, docid);
+    kv_buf val = KV_BUF_INIT;
+    rc = kv_get(txn, KV_DOCLENS, id, 4, &val, false, err);
+    if (!rc)
+        rc = idx_lens_find(val.data, val.len, f.id, len, err);
+    else if (rc == KVFTS_ENOTFOUND)
+        rc = KVFTS_OK;
+    kv_buf_free(&val);
+    return rc;
+}
+
+int idx_get_stats(kv_txn *txn, idx_stats *out, kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    kv_cursor *c = NULL;
+    int rc = kv_cursor_open(&c, txn, KV_POSTINGS, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, "", 0, err);
+    while (rc == KVFTS_OK) {
+        const char *k, *v;
+        size_t kl, vl;
+        kv_cursor_key(c, &k, &kl);
+        kv_cursor_val(c, &v, &vl);
+        out->postings_bytes += kl + vl;
+        const char *z = memchr(k, 0, kl);
+        if (z && memchr(z + 1, 0, kl - (size_t)(z + 1 - k))) {
+            out->blocks++;
+        } else {
+            idx_header h;
+            rc = idx_header_decode(v, vl, &h, err);
+            if (rc)
+                break;
+            out->terms++;
+            out->postings += h.df;
+        }
+        rc = kv_cursor_next(c, err);
+    }
+    kv_cursor_close(c);
+    if (rc != KVFTS_ITEROVER && rc != KVFTS_OK)
+        return rc;
+    rc = kv_cursor_open(&c, txn, KV_META, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, IDX_FIELD_PREFIX, strlen(IDX_FIELD_PREFIX),
+                            err);
+    while (rc == KVFTS_OK) {
+        const char *k;
+        size_t kl;
+        kv_cursor_key(c, &k, &kl);
+        if (kl < strlen(IDX_FIELD_PREFIX) ||
+            memcmp(k, IDX_FIELD_PREFIX, strlen(IDX_FIELD_PREFIX)) != 0)
+            break;
+        out->fields++;
+        rc = kv_cursor_next(c, err);
+    }
+    kv_cursor_close(c);
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}

@@ -1,0 +1,442 @@
+/*
+ * kvfts_index.c -- the public API of the inverted index: reading an entry in
+ * the seeds' {"count","refs"} form, listing terms, verifying that the index,
+ * the lookups and the doc-id table equal a fresh analysis of the stored
+ * documents (kvfts check), and rebuilding them (kvfts reindex, and a config
+ * change on a database with documents).
+ *
+ * Reads run in one snapshot transaction, so a check sees one consistent
+ * state while writers go on.  A rebuild is one write transaction: it either
+ * replaces every entry or changes nothing.
+ */
+#include "kvfts_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- fts::FIELD::TERM ---------------------------------------------------- */
+
+typedef struct term_req {
+    const char *field, *term;
+    size_t flen, tlen, limit;
+    kv_buf keys;          /* NUL-terminated keys back to back */
+    size_t nkeys;
+    uint64_t count;
+} term_req;
+
+static int term_fn(kv_txn *txn, void *payload, kv_err *err)
+{
+    term_req *r = payload;
+    kv_buf_reset(&r->keys);
+    r->nkeys = 0;
+    idx_postings *p = NULL;
+    kv_buf key = KV_BUF_INIT;
+    int rc = idx_postings_open(&p, txn, r->field, r->flen, r->term, r->tlen,
+                               err);
+    if (rc == KVFTS_ENOTFOUND)
+        return kv_seterr(err, rc, "no index entry fts::%.*s::%.*s",
+                         (int)r->flen, r->field, (int)r->tlen, r->term);
+    if (rc)
+        return rc;
+    r->count = idx_postings_info(p)->df;
+    while ((rc = idx_postings_next(p, err)) == KVFTS_OK) {
+        rc = kv_docid_key(txn, idx_postings_docid(p), &key, err);
+        if (rc == KVFTS_ENOTFOUND)
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "doc id %u of fts::%.*s::%.*s "
+                           "has no key", idx_postings_docid(p), (int)r->flen,
+                           r->field, (int)r->tlen, r->term);
+        if (!rc)
+            rc = kv_buf_append(&r->keys, key.data, key.len + 1, err);
+        if (rc)
+            break;
+        r->nkeys++;
+    }
+    idx_postings_close(p);
+    kv_buf_free(&key);
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int kvfts_term_get(char **out, size_t *out_len, kvfts_db *db,
+                   const char *field, size_t field_len, const char *term,
+                   size_t term_len, size_t limit)
+{
+    api_begin(db);
+    *out = NULL;
+    term_req r = { field, term, field_len, term_len, limit, KV_BUF_INIT, 0,
+                   0 };
+    kv_buf j = KV_BUF_INIT;
+    const char **refs = NULL;
+    int rc = kv_txn_run(db->env, false, term_fn, &r, &db->err);
+    if (!rc) {
+        refs = kv_malloc((r.nkeys + 1) * sizeof *refs);
+        if (!refs)
+            rc = kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory");
+    }
+    if (!rc) {
+        const char *k = r.keys.data;
+        for (size_t i = 0; i < r.nkeys; i++) {
+            refs[i] = k;
+            k += strlen(k) + 1;
+        }
+        qsort(refs, r.nkeys, sizeof *refs, cmp_str);
+        size_t n = limit && limit < r.nkeys ? limit : r.nkeys;
+        rc = kv_buf_appendf(&j, &db->err, "{\"count\":%llu,\"refs\":[",
+                            (unsigned long long)r.count);
+        for (size_t i = 0; !rc && i < n; i++) {
+            if (i)
+                rc = kv_buf_append(&j, ",", 1, &db->err);
+            if (!rc)
+                rc = kv_buf_append_json_str(&j, refs[i], strlen(refs[i]),
+                                            &db->err);
+        }
+        if (!rc)
+            rc = kv_buf_append(&j, "]}", 2, &db->err);
+    }
+    if (!rc) {
+        *out = j.data;
+        if (out_len)
+            *out_len = j.len;
+        j.data = NULL;
+    }
+    kv_free(refs);
+    kv_buf_free(&j);
+    kv_buf_free(&r.keys);
+    return api_finish(db, rc);
+}
+
+typedef struct list_req {
+    const char *field, *prefix;
+    size_t flen, plen;
+    kvfts_term_fn fn;
+    void *payload;
+    int user_rc;          /* what fn returned to stop the walk */
+} list_req;
+
+static int list_term(void *payload, const char *term, size_t tlen,
+                     const idx_term_info *info)
+{
+    list_req *r = payload;
+    r->user_rc = r->fn(r->payload, term, tlen, info->df);
+    return r->user_rc;
+}
+
+static int list_fn(kv_txn *txn, void *payload, kv_err *err)
+{
+    list_req *r = payload;
+    return idx_terms_scan(txn, r->field, r->flen, r->prefix, r->plen,
+                          list_term, r, err);
+}
+
+int kvfts_term_list(kvfts_db *db, const char *field, size_t field_len,
+                    const char *prefix, size_t prefix_len, kvfts_term_fn fn,
+                    void *payload)
+{
+    api_begin(db);
+    list_req r = { field, prefix ? prefix : "", field_len,
+                   prefix ? prefix_len : 0, fn, payload, 0 };
+    int rc = kv_txn_run(db->env, false, list_fn, &r, &db->err);
+    if (rc && rc == r.user_rc) {
+        db->err.code = rc;    /* the caller stopped it: not our failure */
+        return rc;
+    }
+    return api_finish(db, rc);
+}
+
+/* ---- checking ------------------------------------------------------------ */
+
+typedef struct check_req {
+    kvfts_db *db;
+    kvfts_report_fn report;
+    void *payload;
+    uint64_t found;
+} check_req;
+
+static int report_line(check_req *r, const char *line)
+{
+    r->found++;
+    if (r->found > 1000 || !r->report)
+        return KVFTS_OK;
+    return r->report(r->payload, line);
+}
+
+static int idx_report(void *payload, const char *what)
+{
+    check_req *r = payload;
+    return r->report ? r->report(r->payload, what) : KVFTS_OK;
+}
+
+typedef struct pair_list {
+    kv_buf arena;         /* "LOOKUP::VALUE\0KEY\0" records */
+    size_t *offs;
+    size_t n, cap;
+} pair_list;
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    int c = strcmp(x, y);
+    if (c)
+        return c;
+    return strcmp(x + strlen(x) + 1, y + strlen(y) + 1);
+}
+
+/* The lookups and the doc-id table against the documents. */
+static int check_lookups_docids(check_req *r, kv_txn *txn, kv_err *err)
+{
+    kvfts_db *db = r->db;
+    pair_list pl = { KV_BUF_INIT, NULL, 0, 0 };
+    kv_lookup_vals lv = { 0 };
+    kv_buf key = KV_BUF_INIT;
+    const char **sorted = NULL;
+    char line[600];
+    kv_cursor *c = NULL;
+    uint64_t ndocs = 0;
+    int rc = kv_cursor_open(&c, txn, KV_DOCS, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, "", 0, err);
+    while (rc == KVFTS_OK) {
+        const char *k, *v;
+        size_t kl, vl;
+        kv_doc d;
+        kv_cursor_key(c, &k, &kl);
+        kv_cursor_val(c, &v, &vl);
+        rc = kv_doc_decode(v, vl, k, kl, &d, err);
+        if (rc)
+            break;
+        ndocs++;
+        rc = kv_docid_key(txn, d.docid, &key, err);
+        if (rc == KVFTS_ENOTFOUND || (!rc && (key.len != kl ||
+                                              memcmp(key.data, k, kl)))) {
+            snprintf(line, sizeof line, "doc '%.*s': doc id %u maps to %s",
+                     (int)kl, k, d.docid, rc ? "nothing" : key.data);
+            rc = report_line(r, line);
+        }
+        if (!rc)
+            rc = kv_lookup_collect(&lv, &db->cfg, d.json, d.json_len, err);
+        for (size_t i = 0; !rc && i < lv.n; i++) {
+            if (pl.n == pl.cap) {
+                size_t cap = pl.cap ? pl.cap * 2 : 256;
+                size_t *o = kv_realloc(pl.offs, cap * sizeof *o);
+                if (!o) {
+                    rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+                    break;
+                }
+                pl.offs = o;
+                pl.cap = cap;
+            }
+            const char *lk = lv.keys.data + lv.offs[i];
+            pl.offs[pl.n] = pl.arena.len;
+            rc = kv_buf_append(&pl.arena, lk, strlen(lk) + 1, err);
+            if (!rc)
+                rc = kv_buf_append(&pl.arena, k, kl, err);
+            if (!rc)
+                rc = kv_buf_append(&pl.arena, "", 1, err);
+            pl.n++;
+        }
+        if (!rc)
+            rc = kv_cursor_next(c, err);
+    }
+    kv_cursor_close(c);
+    c = NULL;
+    if (rc == KVFTS_ITEROVER)
+        rc = KVFTS_OK;
+    uint64_t nids = 0;
+    if (!rc)
+        rc = kv_count(txn, KV_DOCIDS, &nids, err);
+    if (!rc && nids != ndocs) {
+        snprintf(line, sizeof line, "%llu doc ids for %llu documents",
+                 (unsigned long long)nids, (unsigned long long)ndocs);
+        rc = report_line(r, line);
+    }
+    /* Expected pairs in storage order, then one walk over lookups.db. */
+    if (!rc) {
+        sorted = kv_malloc((pl.n + 1) * sizeof *sorted);
+        if (!sorted)
+            rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    }
+    if (!rc) {
+        for (size_t i = 0; i < pl.n; i++)
+            sorted[i] = pl.arena.data + pl.offs[i];
+        qsort(sorted, pl.n, sizeof *sorted, pair_cmp);
+        rc = kv_cursor_open(&c, txn, KV_LOOKUPS, err);
+    }
+    if (!rc)
+        rc = kv_cursor_seek(c, "", 0, err);
+    size_t i = 0;
+    while (rc == KVFTS_OK || (rc == KVFTS_ITEROVER && i < pl.n)) {
+        const char *sk = NULL, *sv = NULL;
+        size_t skl = 0, svl = 0;
+        int cmp = -1;       /* stored < expected */
+        if (rc == KVFTS_OK) {
+            kv_cursor_key(c, &sk, &skl);
+            kv_cursor_val(c, &sv, &svl);
+            if (i < pl.n) {
+                const char *ek = sorted[i], *ev = ek + strlen(ek) + 1;
+                size_t ekl = strlen(ek), evl = strlen(ev);
+                size_t m = skl < ekl ? skl : ekl;
+                cmp = memcmp(sk, ek, m);
+                if (!cmp)
+                    cmp = skl < ekl ? -1 : skl > ekl;
+                if (!cmp) {
+                    m = svl < evl ? svl : evl;
+                    cmp = memcmp(sv, ev, m);
+                    if (!cmp)
+                        cmp = svl < evl ? -1 : svl > evl;
+                }
+            }
+        } else {
+            cmp = 1;        /* stored ran out */
+        }
+        if (cmp < 0) {
+            snprintf(line, sizeof line, "lookup '%.*s' -> '%.*s' should not "
+                     "be there", (int)(skl > 250 ? 250 : skl), sk,
+                     (int)(svl > 250 ? 250 : svl), sv);
+            rc = report_line(r, line);
+            if (!rc)
+                rc = kv_cursor_next(c, err);
+        } else if (cmp > 0) {
+            const char *ek = sorted[i];
+            snprintf(line, sizeof line, "lookup '%.250s' -> '%.250s' missing",
+                     ek, ek + strlen(ek) + 1);
+            int was = rc;
+            rc = report_line(r, line);
+            if (!rc)
+                rc = was;   /* keep the cursor state */
+            i++;
+        } else {
+            i++;
+            rc = kv_cursor_next(c, err);
+        }
+    }
+    kv_cursor_close(c);
+    kv_free(sorted);
+    kv_free(pl.offs);
+    kv_buf_free(&pl.arena);
+    kv_lookup_vals_free(&lv);
+    kv_buf_free(&key);
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
+static int check_fn(kv_txn *txn, void *payload, kv_err *err)
+{
+    check_req *r = payload;
+    r->found = 0;
+    int rc = api_refresh_config(r->db, txn, err);
+    uint64_t n = 0;
+    if (!rc)
+        rc = idx_check(txn, r->db->an, idx_report, r, &n, err);
+    r->found += n;
+    if (!rc)
+        rc = check_lookups_docids(r, txn, err);
+    return rc;
+}
+
+int kvfts_check(uint64_t *differences, kvfts_db *db, kvfts_report_fn report,
+                void *payload)
+{
+    api_begin(db);
+    check_req r = { db, report, payload, 0 };
+    int rc = kv_txn_run(db->env, false, check_fn, &r, &db->err);
+    *differences = r.found;
+    return api_finish(db, rc);
+}
+
+/* ---- rebuilding ---------------------------------------------------------- */
+
+typedef struct progress_adapter {
+    kvfts_progress_fn fn;
+    void *payload;
+} progress_adapter;
+
+static void on_progress(void *payload, uint64_t done)
+{
+    progress_adapter *p = payload;
+    if (p->fn)
+        p->fn(p->payload, done);
+}
+
+int api_rebuild(kvfts_db *db, kv_txn *txn, kvfts_progress_fn progress,
+                void *payload, kv_err *err)
+{
+    /* Lookups: drop every pair, then add each document's. */
+    kv_cursor *c = NULL;
+    int rc = kv_cursor_open(&c, txn, KV_LOOKUPS, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, "", 0, err);
+    while (rc == KVFTS_OK) {
+        rc = kv_cursor_del(c, err);
+        if (!rc)
+            rc = kv_cursor_next(c, err);
+    }
+    kv_cursor_close(c);
+    c = NULL;
+    if (rc == KVFTS_ITEROVER)
+        rc = KVFTS_OK;
+    if (!rc && db->cfg.nlookups) {
+        rc = kv_cursor_open(&c, txn, KV_DOCS, err);
+        if (!rc)
+            rc = kv_cursor_seek(c, "", 0, err);
+        while (rc == KVFTS_OK) {
+            const char *k, *v;
+            size_t kl, vl;
+            kv_doc d;
+            kv_cursor_key(c, &k, &kl);
+            kv_cursor_val(c, &v, &vl);
+            rc = kv_doc_decode(v, vl, k, kl, &d, err);
+            if (!rc)
+                rc = kv_lookup_collect(&db->new_lv, &db->cfg, d.json,
+                                       d.json_len, err);
+            if (!rc)
+                rc = kv_lookup_update(txn, k, kl, NULL, &db->new_lv, err);
+            if (rc) {
+                if (rc != KV_RETRY)
+                    kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
+                break;
+            }
+            rc = kv_cursor_next(c, err);
+        }
+        kv_cursor_close(c);
+        if (rc == KVFTS_ITEROVER)
+            rc = KVFTS_OK;
+    }
+    progress_adapter pa = { progress, payload };
+    if (!rc)
+        rc = idx_rebuild(txn, db->an, 0, on_progress, &pa, err);
+    return rc;
+}
+
+typedef struct reindex_req {
+    kvfts_db *db;
+    kvfts_progress_fn progress;
+    void *payload;
+} reindex_req;
+
+static int reindex_fn(kv_txn *txn, void *payload, kv_err *err)
+{
+    reindex_req *r = payload;
+    int rc = api_refresh_config(r->db, txn, err);
+    if (!rc)
+        rc = api_rebuild(r->db, txn, r->progress, r->payload, err);
+    if (rc)
+        idx_discard(r->db->iw);
+    return rc;
+}
+
+int kvfts_reindex(kvfts_db *db, kvfts_progress_fn progress, void *payload)
+{
+    api_begin(db);
+    int rc = api_check_writable(db);
+    if (!rc && db->batch)
+        rc = kv_seterr(&db->err, KVFTS_EINVAL, "a batch is open on this "
+                       "handle");
+    reindex_req r = { db, progress, payload };
+    if (!rc)
+        rc = kv_txn_run(db->env, true, reindex_fn, &r, &db->err);
+    return api_finish(db, rc);
+}

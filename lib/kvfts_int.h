@@ -1,0 +1,61 @@
+/*
+ * lib/kvfts_int.h -- private to the glue layer of lib/ (lib/kvfts_*.c, which
+ * implement include/kvfts.h).  Other modules never include it: they see only
+ * lib/kv.h.  It exists so that the public API can be split into files of a
+ * reasonable size; the glue is the one place that sees every module.
+ */
+#ifndef KVFTS_INT_H
+#define KVFTS_INT_H
+
+#include "index.h"
+#include "kv.h"
+#include "tokenizer.h"
+
+struct kvfts_db {
+    kv_env *env;
+    kv_config cfg;           /* parsed from cfg_json */
+    kv_buf cfg_json;         /* the stored config ("" if none) */
+    kv_err err;              /* last failure; kvfts_errmsg() */
+    kvfts_batch *batch;      /* the open batch, if any */
+    kv_buf old_rec;          /* scratch: old document record */
+    kv_lookup_vals old_lv;   /* scratch: lookup values of the old version */
+    kv_lookup_vals new_lv;   /* scratch: lookup values of the new version */
+    tok_analysis *an;        /* the config's analysis */
+    idx_writer *iw;          /* keeps the index in step with writes */
+};
+
+/* Results of a multi-get: offsets into one arena while being built, turned
+ * into pointers once the arena stops moving. */
+struct kvfts_docs {
+    size_t n, cap;
+    kvfts_doc *docs;
+    kv_buf arena;
+};
+
+/** Start of every public call on db: clears the last error. */
+void api_begin(kvfts_db *db);
+/** End of a public call: records rc (KV_RETRY becomes KVFTS_EBUSY), makes
+ *  sure a failure has a message, and returns rc. */
+int api_finish(kvfts_db *db, int rc);
+/** KVFTS_EINVAL (with a message) if db is read-only. */
+int api_check_writable(kvfts_db *db);
+/** Load the stored config into db if it changed (rebuilding the analysis and
+ *  index writer), inside txn. */
+int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err);
+/** kv_txn_fn form of api_refresh_config (payload = db). */
+int api_load_config_fn(kv_txn *txn, void *payload, kv_err *err);
+
+/** Add a result to a multi-get set (pointers fixed by api_docs_fix). */
+int api_docs_add(kvfts_docs *d, const char *key, size_t klen, int status,
+                 const char *json, size_t jlen, uint64_t cas, kv_err *err);
+void api_docs_fix(kvfts_docs *d);
+/** Read one key into d; a missing one is recorded, or skipped. */
+int api_get_into(kv_txn *txn, kvfts_docs *d, kv_buf *rec, const char *key,
+                 size_t klen, bool skip_missing, kv_err *err);
+
+/** Rebuild lookups and index from the documents, in txn (lib/kvfts_index.c),
+ *  under db's current config. */
+int api_rebuild(kvfts_db *db, kv_txn *txn, kvfts_progress_fn progress,
+                void *payload, kv_err *err);
+
+#endif /* KVFTS_INT_H */

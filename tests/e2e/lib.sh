@@ -1,0 +1,218 @@
+# shellcheck shell=bash
+# tests/e2e/lib.sh -- shared functions of the end-to-end tests (sourced by
+# every tests/e2e/test_*.sh; not a test itself).
+#
+# Environment (set by tests/CMakeLists.txt):
+#   KVFTS_BIN           the kvfts command under test
+#   KVFTS_TEST_HELPER   tests/e2e/helper.c built (incr / read)
+#   KVFTS_SOURCE_DIR    the source tree
+#   TMPDIR              where the scratch directory goes (default /tmp)
+#
+# A test script sources this file, runs checks and ends with `finish`.  Each
+# check either counts one pass or calls fail(), which prints what differed
+# and exits non-zero at once (later checks would only repeat the damage).
+# The last line is always "e2e.<name>: P passed, F failed".
+#
+#   run CMD...                    run CMD; stdout in $OUT, stderr in $ERR,
+#                                 exit status in $RC (no check)
+#   expect_exit CODE CMD...       run CMD and check its exit status
+#   expect_stdout TEXT            stdout of the last run is exactly TEXT
+#   expect_stdout_file FILE       stdout of the last run equals FILE's content
+#   expect_stderr_contains TEXT   stderr of the last run contains TEXT
+#   expect_error CODE TEXT CMD... exit CODE, and stderr is one line
+#                                 "kvfts: <what>: <why>" containing TEXT
+#   expect_usage_error CODE TEXT CMD...
+#                                 as expect_error, for command-line mistakes
+#                                 caught before any command runs: one line
+#                                 "kvfts: <message>" containing TEXT
+#   expect_eq WHAT GOT WANT       two values are equal
+#   check COND_DESCRIPTION CMD... CMD (a test, e.g. [[ ... ]]) succeeds
+#   kv ARGS...                    the kvfts command
+#   json_num NAME [TEXT]          the number in "NAME":<n> of TEXT ($OUT)
+#   track_pid PID                 kill PID (if still running) on exit
+#
+# Scripts run with `set -u -o pipefail`, not `set -e`: every failure goes
+# through fail() so that it says what went wrong.
+
+set -u -o pipefail
+
+: "${KVFTS_BIN:?KVFTS_BIN must name the kvfts binary}"
+[ -x "$KVFTS_BIN" ] || { echo "KVFTS_BIN '$KVFTS_BIN' is not executable" >&2; exit 2; }
+
+T_NAME="e2e.$(basename "$0" .sh)"
+T_NAME="${T_NAME/e2e.test_/e2e.}"
+T_PASS=0
+T_FAIL=0
+T_PIDS=()
+# The scratch directory is world-traversable (0755) so a test can run the
+# command as an unprivileged user inside it.
+T_DIR=$(mktemp -d "${TMPDIR:-/tmp}/kvfts-${T_NAME#e2e.}.XXXXXX") ||
+    { echo "$T_NAME: mktemp failed" >&2; exit 2; }
+chmod 755 "$T_DIR"
+OUT=""
+ERR=""
+RC=0
+T_LAST_CMD=""
+
+t_cleanup() {
+    local p
+    for p in "${T_PIDS[@]}"; do
+        kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    # chmod'ed directories from permission tests must be removable.
+    chmod -R u+rwX "$T_DIR" 2>/dev/null
+    rm -rf "$T_DIR"
+}
+trap t_cleanup EXIT
+trap 'echo "$T_NAME: interrupted" >&2; exit 130' INT TERM
+
+track_pid() { T_PIDS+=("$1"); }
+
+kv() { "$KVFTS_BIN" "$@"; }
+
+# Quote a command for messages.
+t_show() {
+    local s="" a
+    for a in "$@"; do
+        if [[ "$a" =~ ^[A-Za-z0-9_./:=@,+-]+$ ]]; then
+            s+="$a "
+        else
+            s+="$(printf '%q' "$a") "
+        fi
+    done
+    s="${s% }"
+    # Keep very long arguments readable.
+    if [ "${#s}" -gt 400 ]; then s="${s:0:400}..."; fi
+    printf '%s' "${s//$KVFTS_BIN/kvfts}"
+}
+
+t_summary() {
+    echo "$T_NAME: $T_PASS passed, $T_FAIL failed"
+}
+
+# fail MESSAGE [DETAIL...]: report and stop the script.
+fail() {
+    T_FAIL=$((T_FAIL + 1))
+    {
+        echo "FAIL: $1"
+        shift
+        local d
+        for d in "$@"; do
+            printf '%s\n' "$d" | sed 's/^/    /'
+        done
+        if [ -n "$T_LAST_CMD" ]; then
+            echo "  last command: $T_LAST_CMD"
+            echo "  exit status: $RC"
+            echo "  stdout (first 20 lines):"
+            printf '%s\n' "$OUT" | head -n 20 | sed 's/^/    | /'
+            echo "  stderr (first 20 lines):"
+            printf '%s\n' "$ERR" | head -n 20 | sed 's/^/    | /'
+        fi
+    } >&2
+    t_summary
+    exit 1
+}
+
+pass() { T_PASS=$((T_PASS + 1)); }
+
+finish() {
+    t_summary
+    exit 0
+}
+
+# run CMD...: stdin is inherited, so `run kv put k - <file` works.
+run() {
+    T_LAST_CMD=$(t_show "$@")
+    "$@" >"$T_DIR/.out" 2>"$T_DIR/.err"
+    RC=$?
+    OUT=$(cat "$T_DIR/.out")
+    ERR=$(cat "$T_DIR/.err")
+    return 0
+}
+
+expect_exit() {
+    local want=$1
+    shift
+    run "$@"
+    [ "$RC" = "$want" ] || fail "exit status $RC, expected $want"
+    pass
+}
+
+expect_stdout() {
+    if [ "$OUT" != "$1" ]; then
+        fail "stdout differs" "expected:" "$1" "got:" "$OUT" \
+            "diff (expected -> got):" \
+            "$(diff <(printf '%s\n' "$1") <(printf '%s\n' "$OUT") | head -n 20)"
+    fi
+    pass
+}
+
+expect_stdout_file() {
+    if ! cmp -s "$1" "$T_DIR/.out"; then
+        fail "stdout differs from $1" "diff (expected -> got):" \
+            "$(diff "$1" "$T_DIR/.out" | head -n 20)"
+    fi
+    pass
+}
+
+expect_stderr_contains() {
+    [[ "$ERR" == *"$1"* ]] || fail "stderr does not contain: $1"
+    pass
+}
+
+# The documented error format: exactly one line "kvfts: <what>: <why>".
+expect_error() {
+    local code=$1 text=$2
+    shift 2
+    expect_exit "$code" "$@"
+    local n
+    n=$(wc -l <"$T_DIR/.err")
+    [ "$n" = 1 ] || fail "stderr has $n lines, expected one error line"
+    [[ "$ERR" =~ ^kvfts:\ [^:]+:\ .+ ]] ||
+        fail "stderr is not 'kvfts: <what>: <why>'"
+    expect_stderr_contains "$text"
+}
+
+expect_usage_error() {
+    local code=$1 text=$2
+    shift 2
+    expect_exit "$code" "$@"
+    local n
+    n=$(wc -l <"$T_DIR/.err")
+    [ "$n" = 1 ] || fail "stderr has $n lines, expected one error line"
+    [[ "$ERR" =~ ^kvfts:\ .+ ]] || fail "stderr does not start with 'kvfts: '"
+    expect_stderr_contains "$text"
+}
+
+expect_eq() {
+    [ "$2" = "$3" ] || fail "$1: got '$2', expected '$3'"
+    pass
+}
+
+# check DESCRIPTION CMD...: CMD must succeed.
+check() {
+    local what=$1
+    shift
+    "$@" || fail "$what"
+    pass
+}
+
+# json_num NAME [TEXT]: the integer after "NAME": in TEXT (default $OUT).
+json_num() {
+    local text=${2-$OUT}
+    [[ "$text" =~ \"$1\":(-?[0-9]+) ]] || { echo ""; return 1; }
+    echo "${BASH_REMATCH[1]}"
+}
+
+# new_db NAME [init args...]: create a database $T_DIR/NAME and export it
+# as KVFTS_DB.
+new_db() {
+    local d="$T_DIR/$1"
+    shift
+    expect_exit 0 kv init "$d" "$@"
+    export KVFTS_DB="$d"
+}
+
+# Milliseconds since the epoch (for timing messages only).
+now_ms() { date +%s%3N; }

@@ -1,0 +1,170 @@
+/*
+ * kvfts_cmd_index.c -- the index commands: term, terms, check, reindex.
+ */
+#include "tool.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int one_db_opt(int argc, char **argv, tool_common *c, uint64_t *limit,
+                      const char *cmd)
+{
+    static const struct option opts[] = {
+        { "limit", required_argument, NULL, 'l' },
+        { "db", required_argument, NULL, 'd' },
+        { NULL, 0, NULL, 0 }
+    };
+    int o;
+    while ((o = getopt_long(argc, argv, "d:", opts, NULL)) != -1) {
+        if (o == 'd')
+            c->dir = optarg;
+        else if (o == 'l' && limit) {
+            if (!tool_parse_u64(optarg, limit))
+                return tool_error(EXIT_USAGE, "%s: --limit takes a "
+                                  "number, not '%s'", cmd, optarg);
+        } else
+            return tool_error(EXIT_USAGE, "%s: bad option (see kvfts %s "
+                              "--help)", cmd, cmd);
+    }
+    return EXIT_OK;
+}
+
+int cmd_term(int argc, char **argv)
+{
+    tool_common c = { NULL };
+    uint64_t limit = 0;
+    int code = one_db_opt(argc, argv, &c, &limit, "term");
+    if (code)
+        return code;
+    if (argc - optind != 2)
+        return tool_error(EXIT_USAGE, "term: give FIELD and TERM");
+    const char *field = argv[optind], *term = argv[optind + 1];
+    kvfts_db *db;
+    if ((code = tool_open(&db, &c, false, true)) != 0)
+        return code;
+    char *json;
+    size_t n;
+    int rc = kvfts_term_get(&json, &n, db, field, strlen(field), term,
+                            strlen(term), (size_t)limit);
+    if (rc) {
+        code = tool_fail(db, rc, "term");
+    } else {
+        fwrite(json, 1, n, stdout);
+        fputc('\n', stdout);
+        kvfts_free(json);
+    }
+    kvfts_close(db);
+    return code;
+}
+
+typedef struct list_state {
+    uint64_t limit, n;
+} list_state;
+
+static int print_term(void *payload, const char *term, size_t len,
+                      uint64_t count)
+{
+    list_state *st = payload;
+    if (st->limit && st->n >= st->limit)
+        return 1;           /* enough: stop the walk */
+    fputs("{\"term\":", stdout);
+    tool_json_str(stdout, term, len);
+    printf(",\"count\":%" PRIu64 "}\n", count);
+    st->n++;
+    return 0;
+}
+
+int cmd_terms(int argc, char **argv)
+{
+    tool_common c = { NULL };
+    list_state st = { 0, 0 };
+    int code = one_db_opt(argc, argv, &c, &st.limit, "terms");
+    if (code)
+        return code;
+    if (argc - optind < 1 || argc - optind > 2)
+        return tool_error(EXIT_USAGE, "terms: give FIELD [PREFIX]");
+    const char *field = argv[optind];
+    const char *prefix = argc - optind == 2 ? argv[optind + 1] : "";
+    kvfts_db *db;
+    if ((code = tool_open(&db, &c, false, true)) != 0)
+        return code;
+    int rc = kvfts_term_list(db, field, strlen(field), prefix, strlen(prefix),
+                             print_term, &st);
+    if (rc && rc != 1)
+        code = tool_fail(db, rc, "terms");
+    kvfts_close(db);
+    return code;
+}
+
+static int print_difference(void *payload, const char *what)
+{
+    (void)payload;
+    fputs("{\"difference\":", stdout);
+    tool_json_str(stdout, what, strlen(what));
+    fputs("}\n", stdout);
+    return 0;
+}
+
+int cmd_check(int argc, char **argv)
+{
+    tool_common c = { NULL };
+    int code = one_db_opt(argc, argv, &c, NULL, "check");
+    if (code)
+        return code;
+    if (optind != argc)
+        return tool_error(EXIT_USAGE, "check: no arguments");
+    kvfts_db *db;
+    if ((code = tool_open(&db, &c, false, true)) != 0)
+        return code;
+    uint64_t diffs = 0;
+    double t0 = tool_now();
+    int rc = kvfts_check(&diffs, db, print_difference, NULL);
+    if (rc) {
+        code = tool_fail(db, rc, "check");
+    } else {
+        printf("{\"ok\":%s,\"differences\":%" PRIu64 ",\"seconds\":%.3f}\n",
+               diffs ? "false" : "true", diffs, tool_now() - t0);
+        if (diffs)
+            code = tool_error(EXIT_CORRUPT, "check: %" PRIu64 " difference(s) "
+                              "between the index and the documents; "
+                              "'kvfts reindex' rebuilds it", diffs);
+    }
+    kvfts_close(db);
+    return code;
+}
+
+static void show_progress(void *payload, uint64_t done)
+{
+    tool_progress_update(payload, done, 0, false);
+}
+
+int cmd_reindex(int argc, char **argv)
+{
+    tool_common c = { NULL };
+    int code = one_db_opt(argc, argv, &c, NULL, "reindex");
+    if (code)
+        return code;
+    if (optind != argc)
+        return tool_error(EXIT_USAGE, "reindex: no arguments");
+    kvfts_db *db;
+    if ((code = tool_open(&db, &c, false, false)) != 0)
+        return code;
+    tool_progress prog;
+    tool_progress_init(&prog, true, 0);
+    int rc = kvfts_reindex(db, show_progress, &prog);
+    kvfts_stats st;
+    if (!rc)
+        rc = kvfts_get_stats(&st, db);
+    if (rc) {
+        code = tool_fail(db, rc, "reindex");
+    } else {
+        tool_progress_update(&prog, st.documents, 0, true);
+        printf("{\"documents\":%" PRIu64 ",\"terms\":%" PRIu64
+               ",\"postings\":%" PRIu64 ",\"seconds\":%.3f}\n", st.documents,
+               st.terms, st.postings, tool_now() - prog.start);
+    }
+    kvfts_close(db);
+    return code;
+}
