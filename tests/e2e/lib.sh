@@ -156,6 +156,11 @@ expect_stdout_file() {
     pass
 }
 
+expect_stdout_contains() {
+    [[ "$OUT" == *"$1"* ]] || fail "stdout does not contain: $1"
+    pass
+}
+
 expect_stderr_contains() {
     [[ "$ERR" == *"$1"* ]] || fail "stderr does not contain: $1"
     pass

@@ -62,6 +62,15 @@ verify_prefix() {
         fail "$what: stored documents differ from the source lines" \
             "$(diff "$T_DIR/want.txt" "$T_DIR/got.txt" | head -n 10)"
     pass
+    # The index holds exactly the committed documents too.
+    expect_exit 0 kv check
+    expect_stdout_contains '"ok":true,"differences":0'
+    kv term n 1 >"$T_DIR/term.txt" 2>/dev/null || true
+    if [ "$C" -ge 1 ]; then
+        grep -q '"count":1,' "$T_DIR/term.txt" ||
+            fail "$what: fts::n::1 should hold item::1" "$(cat "$T_DIR/term.txt")"
+    fi
+    pass
 }
 
 # wait_committed MIN: poll until count::item >= MIN (a batch committed) or
