@@ -157,6 +157,9 @@ bool kv_env_read_only(const kv_env *env);
 const char *kv_env_dir(const kv_env *env);
 /** Flush the log, checkpoint, remove logs no longer needed. */
 int kv_env_checkpoint(kv_env *env, kv_err *err);
+/** Bytes written to the transaction log by this environment since it was
+ *  opened (all processes): the cost of writes, for benchmarks. */
+int kv_env_log_bytes(kv_env *env, uint64_t *out, kv_err *err);
 /** Sizes of database files and log files in the directory. */
 int kv_env_sizes(kv_env *env, uint64_t *db_bytes, uint64_t *log_bytes,
                  kv_err *err);

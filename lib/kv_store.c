@@ -469,6 +469,17 @@ int kv_env_checkpoint(kv_env *e, kv_err *err)
     return KVFTS_OK;
 }
 
+int kv_env_log_bytes(kv_env *e, uint64_t *out, kv_err *err)
+{
+    DB_LOG_STAT *st = NULL;
+    int ret = e->env->log_stat(e->env, &st, 0);
+    if (ret)
+        return bdb_err(e, ret, err, "log statistics");
+    *out = (uint64_t)st->st_w_mbytes * 1024 * 1024 + st->st_w_bytes;
+    free(st);       /* allocated by Berkeley DB with malloc */
+    return KVFTS_OK;
+}
+
 int kv_env_sizes(kv_env *e, uint64_t *db_bytes, uint64_t *log_bytes,
                  kv_err *err)
 {
