@@ -24,6 +24,10 @@ JSON
 step "create a database with two lookups" $K init "$db" --config build/demo-config.json
 step "load the catalog" $K load "$corpus" --key 'pkg::{package}'
 step "statistics" $K stats
+step "an index entry: which packages mention 'bourne' (the seeds' form)" \
+    $K term description bourne --limit 5
+printf '\n== the most common terms of the section field starting with "py"\n$ %s\n' "$K terms section py"
+$K terms section py | first 5
 step "multi-get by key (a missing key is reported, not fatal)" \
     $K get pkg::bash pkg::coreutils pkg::no-such-package || true
 printf '\n== follow a lookup: the packages in section "shells"\n'
