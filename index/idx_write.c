@@ -1277,41 +1277,41 @@ int idx_clear(kv_txn *txn, kv_err *err)
 
 /* ---- rebuilding --------------------------------------------------------- */
 
-/* Feed every stored document to w (which writes, or in dry mode gathers). */
+/* Feed every stored document to a writer (which writes, or in dry mode
+ * gathers). */
+typedef struct feed {
+    idx_writer *w;
+    kv_txn *txn;
+    idx_progress_fn progress;
+    void *payload;
+    uint64_t n;
+} feed;
+
+static int feed_doc(void *payload, const char *k, size_t kl, const kv_doc *d,
+                    kv_err *err)
+{
+    feed *f = payload;
+    int rc = idx_doc_prepare(f->w, NULL, 0, d->json, d->json_len, err);
+    if (rc == KVFTS_EINVAL) {
+        kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
+        err->code = rc = KVFTS_ECORRUPT;   /* it was accepted once */
+    }
+    if (!rc)
+        rc = idx_doc_apply(f->w, f->txn, d->docid, err);
+    if (!rc && !f->w->dry && idx_flush_due(f->w))
+        rc = idx_flush(f->w, f->txn, err);
+    if (!rc && ++f->n % 1000 == 0 && f->progress)
+        f->progress(f->payload, f->n);
+    return rc;
+}
+
 static int each_document(idx_writer *w, kv_txn *txn, idx_progress_fn progress,
                          void *payload, uint64_t *ndocs, kv_err *err)
 {
-    kv_cursor *c = NULL;
-    int rc = kv_cursor_open(&c, txn, KV_DOCS, err);
-    if (!rc)
-        rc = kv_cursor_seek(c, "", 0, err);
-    uint64_t n = 0;
-    while (rc == KVFTS_OK) {
-        const char *k, *v;
-        size_t kl, vl;
-        kv_doc d;
-        kv_cursor_key(c, &k, &kl);
-        kv_cursor_val(c, &v, &vl);
-        rc = kv_doc_decode(v, vl, k, kl, &d, err);
-        if (!rc)
-            rc = idx_doc_prepare(w, NULL, 0, d.json, d.json_len, err);
-        if (rc == KVFTS_EINVAL) {
-            kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
-            err->code = rc = KVFTS_ECORRUPT;   /* it was accepted once */
-        }
-        if (!rc)
-            rc = idx_doc_apply(w, txn, d.docid, err);
-        if (!rc && !w->dry && idx_flush_due(w))
-            rc = idx_flush(w, txn, err);
-        if (rc)
-            break;
-        if (++n % 1000 == 0 && progress)
-            progress(payload, n);
-        rc = kv_cursor_next(c, err);
-    }
-    kv_cursor_close(c);
-    *ndocs = n;
-    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+    feed f = { w, txn, progress, payload, 0 };
+    int rc = kv_doc_scan(txn, feed_doc, &f, err);
+    *ndocs = f.n;
+    return rc;
 }
 
 int idx_rebuild(kv_txn *txn, tok_analysis *a, size_t mem_limit,

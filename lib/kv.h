@@ -263,6 +263,12 @@ int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
  *  key @p key (for messages).  @return KVFTS_OK or KVFTS_ECORRUPT. */
 int kv_doc_decode(const char *rec, size_t len, const char *key, size_t klen,
                   kv_doc *out, kv_err *err);
+/** Called per stored document by kv_doc_scan(); @p key and @p doc live only
+ *  during the call.  A non-zero return stops the scan and is returned. */
+typedef int (*kv_doc_fn)(void *payload, const char *key, size_t klen,
+                         const kv_doc *doc, kv_err *err);
+/** Visit every document in key order, in @p txn. */
+int kv_doc_scan(kv_txn *txn, kv_doc_fn fn, void *payload, kv_err *err);
 /** Store a document record (and its doc-id table entry when @p new_id). */
 int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
                bool new_id, kv_err *err);

@@ -142,6 +142,28 @@ int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
     return kv_doc_decode(buf->data, buf->len, key, klen, out, err);
 }
 
+int kv_doc_scan(kv_txn *txn, kv_doc_fn fn, void *payload, kv_err *err)
+{
+    kv_cursor *c = NULL;
+    int rc = kv_cursor_open(&c, txn, KV_DOCS, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, "", 0, err);
+    while (rc == KVFTS_OK) {
+        const char *k, *v;
+        size_t kl, vl;
+        kv_doc d;
+        kv_cursor_key(c, &k, &kl);
+        kv_cursor_val(c, &v, &vl);
+        rc = kv_doc_decode(v, vl, k, kl, &d, err);
+        if (!rc)
+            rc = fn(payload, k, kl, &d, err);
+        if (!rc)
+            rc = kv_cursor_next(c, err);
+    }
+    kv_cursor_close(c);
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
 int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
                bool new_id, kv_err *err)
 {

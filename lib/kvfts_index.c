@@ -186,66 +186,67 @@ static int pair_cmp(const void *a, const void *b)
     return strcmp(x + strlen(x) + 1, y + strlen(y) + 1);
 }
 
+typedef struct expect_state {
+    check_req *r;
+    kv_txn *txn;
+    pair_list *pl;
+    kv_lookup_vals *lv;
+    kv_buf *key;
+    uint64_t ndocs;
+} expect_state;
+
+/* One document: its doc id must map back to its key, and its lookup pairs
+ * go to the expected list. */
+static int expect_doc(void *payload, const char *k, size_t kl, const kv_doc *d,
+                      kv_err *err)
+{
+    expect_state *es = payload;
+    check_req *r = es->r;
+    pair_list *pl = es->pl;
+    char line[600];
+    es->ndocs++;
+    int rc = kv_docid_key(es->txn, d->docid, es->key, err);
+    if (rc == KVFTS_ENOTFOUND || (!rc && (es->key->len != kl ||
+                                          memcmp(es->key->data, k, kl)))) {
+        snprintf(line, sizeof line, "doc '%.*s': doc id %u maps to %s",
+                 (int)kl, k, d->docid, rc ? "nothing" : es->key->data);
+        rc = report_line(r, line);
+    }
+    if (!rc)
+        rc = kv_lookup_collect(es->lv, &r->db->cfg, d->json, d->json_len, err);
+    for (size_t i = 0; !rc && i < es->lv->n; i++) {
+        if (pl->n == pl->cap) {
+            size_t cap = pl->cap ? pl->cap * 2 : 256;
+            size_t *o = kv_realloc(pl->offs, cap * sizeof *o);
+            if (!o)
+                return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+            pl->offs = o;
+            pl->cap = cap;
+        }
+        const char *lk = es->lv->keys.data + es->lv->offs[i];
+        pl->offs[pl->n] = pl->arena.len;
+        rc = kv_buf_append(&pl->arena, lk, strlen(lk) + 1, err);
+        if (!rc)
+            rc = kv_buf_append(&pl->arena, k, kl, err);
+        if (!rc)
+            rc = kv_buf_append(&pl->arena, "", 1, err);
+        pl->n++;
+    }
+    return rc;
+}
+
 /* The lookups and the doc-id table against the documents. */
 static int check_lookups_docids(check_req *r, kv_txn *txn, kv_err *err)
 {
-    kvfts_db *db = r->db;
     pair_list pl = { KV_BUF_INIT, NULL, 0, 0 };
     kv_lookup_vals lv = { 0 };
     kv_buf key = KV_BUF_INIT;
     const char **sorted = NULL;
     char line[600];
     kv_cursor *c = NULL;
-    uint64_t ndocs = 0;
-    int rc = kv_cursor_open(&c, txn, KV_DOCS, err);
-    if (!rc)
-        rc = kv_cursor_seek(c, "", 0, err);
-    while (rc == KVFTS_OK) {
-        const char *k, *v;
-        size_t kl, vl;
-        kv_doc d;
-        kv_cursor_key(c, &k, &kl);
-        kv_cursor_val(c, &v, &vl);
-        rc = kv_doc_decode(v, vl, k, kl, &d, err);
-        if (rc)
-            break;
-        ndocs++;
-        rc = kv_docid_key(txn, d.docid, &key, err);
-        if (rc == KVFTS_ENOTFOUND || (!rc && (key.len != kl ||
-                                              memcmp(key.data, k, kl)))) {
-            snprintf(line, sizeof line, "doc '%.*s': doc id %u maps to %s",
-                     (int)kl, k, d.docid, rc ? "nothing" : key.data);
-            rc = report_line(r, line);
-        }
-        if (!rc)
-            rc = kv_lookup_collect(&lv, &db->cfg, d.json, d.json_len, err);
-        for (size_t i = 0; !rc && i < lv.n; i++) {
-            if (pl.n == pl.cap) {
-                size_t cap = pl.cap ? pl.cap * 2 : 256;
-                size_t *o = kv_realloc(pl.offs, cap * sizeof *o);
-                if (!o) {
-                    rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-                    break;
-                }
-                pl.offs = o;
-                pl.cap = cap;
-            }
-            const char *lk = lv.keys.data + lv.offs[i];
-            pl.offs[pl.n] = pl.arena.len;
-            rc = kv_buf_append(&pl.arena, lk, strlen(lk) + 1, err);
-            if (!rc)
-                rc = kv_buf_append(&pl.arena, k, kl, err);
-            if (!rc)
-                rc = kv_buf_append(&pl.arena, "", 1, err);
-            pl.n++;
-        }
-        if (!rc)
-            rc = kv_cursor_next(c, err);
-    }
-    kv_cursor_close(c);
-    c = NULL;
-    if (rc == KVFTS_ITEROVER)
-        rc = KVFTS_OK;
+    expect_state es = { r, txn, &pl, &lv, &key, 0 };
+    int rc = kv_doc_scan(txn, expect_doc, &es, err);
+    uint64_t ndocs = es.ndocs;
     uint64_t nids = 0;
     if (!rc)
         rc = kv_count(txn, KV_DOCIDS, &nids, err);
@@ -361,10 +362,32 @@ static void on_progress(void *payload, uint64_t done)
         p->fn(p->payload, done);
 }
 
+/* One document's lookups, added afresh (the table was emptied). */
+typedef struct relookup {
+    kvfts_db *db;
+    kv_txn *txn;
+} relookup;
+
+static int relookup_doc(void *payload, const char *k, size_t kl,
+                        const kv_doc *d, kv_err *err)
+{
+    relookup *rl = payload;
+    kvfts_db *db = rl->db;
+    kv_txn *txn = rl->txn;
+    int rc = kv_lookup_collect(&db->new_lv, &db->cfg, d->json, d->json_len,
+                               err);
+    if (!rc)
+        rc = kv_lookup_update(txn, k, kl, NULL, &db->new_lv, err);
+    if (rc && rc != KV_RETRY)
+        kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
+    return rc;
+}
+
 int api_rebuild(kvfts_db *db, kv_txn *txn, kvfts_progress_fn progress,
                 void *payload, kv_err *err)
 {
     /* Lookups: drop every pair, then add each document's. */
+    relookup rl = { db, txn };
     kv_cursor *c = NULL;
     int rc = kv_cursor_open(&c, txn, KV_LOOKUPS, err);
     if (!rc)
@@ -378,33 +401,8 @@ int api_rebuild(kvfts_db *db, kv_txn *txn, kvfts_progress_fn progress,
     c = NULL;
     if (rc == KVFTS_ITEROVER)
         rc = KVFTS_OK;
-    if (!rc && db->cfg.nlookups) {
-        rc = kv_cursor_open(&c, txn, KV_DOCS, err);
-        if (!rc)
-            rc = kv_cursor_seek(c, "", 0, err);
-        while (rc == KVFTS_OK) {
-            const char *k, *v;
-            size_t kl, vl;
-            kv_doc d;
-            kv_cursor_key(c, &k, &kl);
-            kv_cursor_val(c, &v, &vl);
-            rc = kv_doc_decode(v, vl, k, kl, &d, err);
-            if (!rc)
-                rc = kv_lookup_collect(&db->new_lv, &db->cfg, d.json,
-                                       d.json_len, err);
-            if (!rc)
-                rc = kv_lookup_update(txn, k, kl, NULL, &db->new_lv, err);
-            if (rc) {
-                if (rc != KV_RETRY)
-                    kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
-                break;
-            }
-            rc = kv_cursor_next(c, err);
-        }
-        kv_cursor_close(c);
-        if (rc == KVFTS_ITEROVER)
-            rc = KVFTS_OK;
-    }
+    if (!rc && db->cfg.nlookups)
+        rc = kv_doc_scan(txn, relookup_doc, &rl, err);
     progress_adapter pa = { progress, payload };
     if (!rc)
         rc = idx_rebuild(txn, db->an, 0, on_progress, &pa, err);
