@@ -1126,6 +1126,18 @@ static int batch_replay(kvfts_batch *b, kv_err *err)
 
 static int batch_flush(kvfts_batch *b, kv_err *err);
 
+/* A failure after the batch wrote: roll it all back and say so. */
+static int batch_fail(kvfts_batch *b, int rc, kv_err *err)
+{
+    size_t lost = b->pending;
+    batch_rollback(b);
+    if (rc == KV_RETRY)
+        rc = kv_seterr(err, KVFTS_EBUSY, "deadlock persisted");
+    kv_err_prefix(err, "batch rolled back (%zu uncommitted write(s) lost)",
+                  lost);
+    return rc;
+}
+
 static int batch_write(kvfts_batch *b, const batch_item *it, const char *key,
                        const char *json, kv_buf *key_out)
 {
@@ -1145,15 +1157,8 @@ static int batch_write(kvfts_batch *b, const batch_item *it, const char *key,
     if (replayed_ok && (rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
                         rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS))
         return rc;          /* refused before any write: batch intact */
-    if (rc) {
-        size_t lost = b->pending;
-        batch_rollback(b);
-        if (rc == KV_RETRY)
-            rc = kv_seterr(err, KVFTS_EBUSY, "deadlock persisted");
-        kv_err_prefix(err, "batch rolled back (%zu uncommitted write(s) "
-                      "lost)", lost);
-        return rc;
-    }
+    if (rc)
+        return batch_fail(b, rc, err);
     /* Record the write for replay. */
     size_t need = sizeof *it + it->key_len + it->json_len;
     rc = kv_buf_reserve(&b->log, need, err);
@@ -1359,15 +1364,7 @@ static int batch_flush(kvfts_batch *b, kv_err *err)
         if (!rc)
             rc = idx_flush(b->db->iw, b->txn, err);
     }
-    if (rc) {
-        size_t lost = b->pending;
-        batch_rollback(b);
-        if (rc == KV_RETRY)
-            rc = kv_seterr(err, KVFTS_EBUSY, "deadlock persisted");
-        kv_err_prefix(err, "batch rolled back (%zu uncommitted write(s) "
-                      "lost)", lost);
-    }
-    return rc;
+    return rc ? batch_fail(b, rc, err) : KVFTS_OK;
 }
 
 int kvfts_batch_commit(kvfts_batch *b)
