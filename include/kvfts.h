@@ -360,6 +360,60 @@ int kvfts_reindex(kvfts_db *db, kvfts_progress_fn progress, void *payload);
 /** Flush and checkpoint, removing log files no longer needed. */
 int kvfts_checkpoint(kvfts_db *db);
 
+/* ------------------------------------------------------------------------ */
+/* Search                                                                    */
+
+/** Order of search results. */
+typedef enum kvfts_sort {
+    KVFTS_SORT_SCORE = 0,  /* BM25 score descending, ties by doc age */
+    KVFTS_SORT_KEY = 1     /* document key ascending (bytewise) */
+} kvfts_sort;
+
+typedef struct kvfts_search_options {
+    unsigned version;     /* KVFTS_SEARCH_OPTIONS_VERSION */
+    size_t limit;         /* hits to return; 0 = all of them */
+    size_t offset;        /* hits to skip first (paging) */
+    bool count_only;      /* only count: no scoring, no hits */
+    bool keys_only;       /* return keys and scores, not documents */
+    kvfts_sort sort;      /* KVFTS_SORT_SCORE or KVFTS_SORT_KEY */
+} kvfts_search_options;
+#define KVFTS_SEARCH_OPTIONS_VERSION 1
+#define KVFTS_SEARCH_OPTIONS_INIT \
+    { KVFTS_SEARCH_OPTIONS_VERSION, 10, 0, false, false, KVFTS_SORT_SCORE }
+
+typedef struct kvfts_results kvfts_results;
+
+/** Run query @p q (syntax in README.md "Query syntax") in one snapshot:
+ *  find every matching document, rank them (BM25, or by key), and read the
+ *  documents of the requested page in one multi-get.
+ *  @param[out] out  caller owns; kvfts_results_free().  NULL on failure.
+ *  @param o         NULL for KVFTS_SEARCH_OPTIONS_INIT.
+ *  @return KVFTS_OK (also when nothing matches: see kvfts_results_total),
+ *          KVFTS_EINVAL (a bad query: the message names the byte offset,
+ *          "query: unbalanced '(' at 7", also in kvfts_errpos(); a prefix
+ *          matching more than 1,000 terms; a phrase without positions),
+ *          KVFTS_ENOMEM, KVFTS_ECORRUPT, KVFTS_EBUSY, KVFTS_ERROR. */
+int kvfts_search(kvfts_results **out, kvfts_db *db, const char *q,
+                 size_t q_len, const kvfts_search_options *o);
+
+/** The next hit, in rank order.  Every output pointer may be NULL.
+ *  @p key_out (NUL-terminated) and @p doc_out (compact JSON, NUL-terminated;
+ *  NULL with keys_only) point into @p r and stay valid until
+ *  kvfts_results_free(r).  @p score_out is the BM25 score (also with
+ *  KVFTS_SORT_KEY).
+ *  @return KVFTS_OK, or KVFTS_ITEROVER after the last hit. */
+int kvfts_results_next(kvfts_results *r, const char **key_out,
+                       const char **doc_out, size_t *doc_len_out,
+                       double *score_out);
+
+/** The exact number of documents matching the query (all pages). */
+uint64_t kvfts_results_total(const kvfts_results *r);
+
+/** Hits held by @p r (at most the limit). */
+size_t kvfts_results_count(const kvfts_results *r);
+
+void kvfts_results_free(kvfts_results *r);      /* NULL: no-op */
+
 #ifdef __cplusplus
 }
 #endif

@@ -366,10 +366,11 @@ static int add_translation(stanza *s, void *p)
     if (!s->len[F_MD5] || !s->len[F_DESC_EN])
         return 0;
     ENTRY e = { strdup(s->val[F_MD5]), strdup(s->val[F_DESC_EN]) };
-    if (!e.key || !e.data || !hsearch(e, ENTER)) {
+    ENTRY *got = e.key && e.data ? hsearch(e, ENTER) : NULL;
+    if (!got || got->key != e.key) {   /* failed, or a repeated md5 */
         free(e.key);
         free(e.data);
-        return -1;
+        return got ? 0 : -1;
     }
     (*count)++;
     return 0;

@@ -70,6 +70,16 @@ static const command commands[] = {
       "  offsets: of TEXT under an analyzer (standard, english, keyword, ...),\n"
       "  as a value of field PATH under the database's config (-d DIR), or,\n"
       "  with --doc, of every field of a JSON document.\n" },
+    { "search", cmd_search,
+      "kvfts search QUERY [--limit N] [--offset N] [--count] [--keys]\n"
+      "             [--sort score|key] [--format json|table]\n"
+      "  Find documents: 'quick fox' (both), 'a OR b', '-dog' / 'NOT dog',\n"
+      "  '\"a phrase\"', 'qui*' (prefix), 'field:term', 'field:(a OR b)',\n"
+      "  parentheses; NOT binds tighter than AND, AND than OR.  Prints\n"
+      "  {\"key\":K,\"score\":S,\"doc\":{..}} per hit by BM25 rank (--keys: no\n"
+      "  doc; --sort key: by key), then {\"total\":N}; --count prints\n"
+      "  {\"count\":N}.  --limit defaults to 10 (0: all).  Exit 3 when\n"
+      "  nothing matches, 2 for a bad query.\n" },
     { "term", cmd_term,
       "kvfts term FIELD TERM [--limit N]\n"
       "  Print the index entry fts::FIELD::TERM as {\"count\":N,\"refs\":[...]}:\n"

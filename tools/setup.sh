@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="gcc clang make cmake pkg-config libdb5.3-dev libutf8proc-dev libstemmer-dev
-      libyajl-dev libcmocka-dev libstreamvbyte-dev libxxhash-dev sqlite3
+      libyajl-dev libcmocka-dev libstreamvbyte-dev libxxhash-dev jq sqlite3
       libsqlite3-dev"
 
 as_root() {

@@ -85,5 +85,6 @@ int cmd_term(int argc, char **argv);
 int cmd_terms(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_reindex(int argc, char **argv);
+int cmd_search(int argc, char **argv);
 
 #endif /* KVFTS_TOOL_H */

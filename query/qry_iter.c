@@ -1,0 +1,917 @@
+/*
+ * qry_iter.c -- posting iterators: the plan turned into a tree of iterators
+ * over internal doc ids, each with next / skip_to and a status (query.h),
+ * as RediSearch's QueryIterator.
+ *
+ *   term    one (field, term): an idx_postings; skip_to uses its block skip
+ *           (binary search inside a block, a B-tree range seek across).
+ *   phrase  the terms' postings intersected (rarest first), then the
+ *           positions checked: a match is a start s with every term i at
+ *           s + offs[i]; the phrase frequency is the number of such s.
+ *   or      a min-heap of kids by doc id (prefix expansions are ORs of
+ *           terms); the current match is the heap top.
+ *   and     leapfrog intersection of the positive kids in ascending order of
+ *           their estimated counts (df): the rarest kid proposes, the others
+ *           skip_to it, and any that overshoots proposes again; then every
+ *           negative kid is skipped to the candidate, and a candidate one of
+ *           them holds is dropped.  An AND with a kid that has no postings
+ *           at all is built as an empty iterator, so an absent term costs one
+ *           header lookup and nothing else.
+ *   empty   never matches.
+ *
+ * Invariants: an iterator's docid only grows; after QRY_EOF it is
+ * UINT32_MAX and every move returns QRY_EOF again; skip_to to a target at or
+ * before the current match does not move.
+ *
+ * Scoring (BM25, k1 = 1.2, b = 0.75, per (field, term) leaf, from live
+ * statistics): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), N = documents that
+ * have the field (idx_field_stats), df = the term's live document count;
+ * tf from the posting; dl = the field's length in the document (terms,
+ * idx_doc_field_len), avgdl = the field's total length / N.  A document's
+ * score is the sum over the leaves that match it: every positive kid of an
+ * AND, the kids of an OR that sit on the document, nothing for negative
+ * kids.  A phrase scores as its terms would with the phrase frequency as
+ * their tf: (sum of the terms' idf) * tfnorm(phrase frequency, dl) -- what
+ * Lucene does, and it keeps a phrase from scoring when only its words, not
+ * the phrase, occur often.  A prefix scores each expanded term that matches.
+ */
+#include "query.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- context: field statistics, the current document's lengths ---------- */
+
+typedef struct qry_field {
+    char *name;
+    size_t len;
+    uint64_t docs;        /* N */
+    double avgdl;
+    uint32_t dl_doc;      /* document whose length dl is (0: none) */
+    uint32_t dl;
+} qry_field;
+
+struct qry_ctx {
+    kv_txn *txn;
+    qry_field *fields;
+    size_t nfields, cap;
+};
+
+int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err)
+{
+    *out = kv_calloc(1, sizeof **out);
+    if (!*out)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    (*out)->txn = txn;
+    return KVFTS_OK;
+}
+
+void qry_ctx_free(qry_ctx *cx)
+{
+    if (!cx)
+        return;
+    for (size_t i = 0; i < cx->nfields; i++)
+        kv_free(cx->fields[i].name);
+    kv_free(cx->fields);
+    kv_free(cx);
+}
+
+static int ctx_field(qry_ctx *cx, const char *name, size_t len, size_t *idx,
+                     kv_err *err)
+{
+    for (size_t i = 0; i < cx->nfields; i++)
+        if (cx->fields[i].len == len && memcmp(cx->fields[i].name, name,
+                                               len) == 0) {
+            *idx = i;
+            return KVFTS_OK;
+        }
+    if (cx->nfields == cx->cap) {
+        size_t cap = cx->cap ? cx->cap * 2 : 4;
+        qry_field *f = kv_realloc(cx->fields, cap * sizeof *f);
+        if (!f)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        cx->fields = f;
+        cx->cap = cap;
+    }
+    qry_field *f = &cx->fields[cx->nfields];
+    memset(f, 0, sizeof *f);
+    uint64_t total = 0;
+    int rc = idx_field_stats(cx->txn, name, len, &f->docs, &total, err);
+    if (rc)
+        return rc;
+    f->avgdl = f->docs ? (double)total / (double)f->docs : 0.0;
+    f->name = kv_strndup(name, len);
+    if (!f->name)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    f->len = len;
+    *idx = cx->nfields++;
+    return KVFTS_OK;
+}
+
+static int ctx_dl(qry_ctx *cx, size_t field, uint32_t docid, double *dl,
+                  kv_err *err)
+{
+    qry_field *f = &cx->fields[field];
+    if (f->dl_doc != docid) {
+        int rc = idx_doc_field_len(cx->txn, docid, f->name, f->len, &f->dl,
+                                   err);
+        if (rc)
+            return rc;
+        f->dl_doc = docid;
+    }
+    *dl = f->dl;
+    return KVFTS_OK;
+}
+
+double qry_idf(uint64_t n_docs, uint64_t df)
+{
+    double n = (double)n_docs, d = (double)df;
+    return log(1.0 + (n - d + 0.5) / (d + 0.5));
+}
+
+double qry_bm25(double idf, double tf, double dl, double avgdl)
+{
+    double norm = avgdl > 0 ? dl / avgdl : 0.0;
+    return idf * tf * (QRY_BM25_K1 + 1.0) /
+           (tf + QRY_BM25_K1 * (1.0 - QRY_BM25_B + QRY_BM25_B * norm));
+}
+
+static int at_eof(qry_iter *it)
+{
+    it->eof = true;
+    it->docid = UINT32_MAX;
+    return QRY_EOF;
+}
+
+/* The status of skip_to(target) once positioned. */
+static int landed(const qry_iter *it, uint32_t target)
+{
+    if (it->eof)
+        return QRY_EOF;
+    return it->docid == target ? QRY_OK : QRY_NOTFOUND;
+}
+
+void qry_iter_free(qry_iter *it)
+{
+    if (it)
+        it->free(it);
+}
+
+/* ---- empty --------------------------------------------------------------- */
+
+static int empty_next(qry_iter *it, kv_err *err)
+{
+    (void)err;
+    return at_eof(it);
+}
+
+static int empty_skip(qry_iter *it, uint32_t docid, kv_err *err)
+{
+    (void)docid;
+    (void)err;
+    return at_eof(it);
+}
+
+static int empty_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
+{
+    (void)it;
+    (void)cx;
+    (void)sum;
+    (void)err;
+    return KVFTS_OK;
+}
+
+static void plain_free(qry_iter *it)
+{
+    kv_free(it);
+}
+
+static int empty_new(qry_iter **out, kv_err *err)
+{
+    qry_iter *it = kv_calloc(1, sizeof *it);
+    if (!it)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    it->next = empty_next;
+    it->skip_to = empty_skip;
+    it->score = empty_score;
+    it->free = plain_free;
+    it->est = 0;
+    at_eof(it);
+    *out = it;
+    return KVFTS_OK;
+}
+
+/* ---- term ---------------------------------------------------------------- */
+
+typedef struct term_it {
+    qry_iter base;
+    idx_postings *p;
+    size_t field;         /* in the context */
+    double idf;
+} term_it;
+
+static int term_moved(term_it *t, int rc)
+{
+    if (rc == KVFTS_ITEROVER)
+        return at_eof(&t->base);
+    if (rc)
+        return rc;
+    t->base.docid = idx_postings_docid(t->p);
+    return QRY_OK;
+}
+
+static int term_next(qry_iter *it, kv_err *err)
+{
+    term_it *t = (term_it *)it;
+    if (it->eof)
+        return QRY_EOF;
+    return term_moved(t, idx_postings_next(t->p, err));
+}
+
+static int term_skip(qry_iter *it, uint32_t docid, kv_err *err)
+{
+    term_it *t = (term_it *)it;
+    if (it->eof || (it->docid && it->docid >= docid))
+        return landed(it, docid);
+    int rc = term_moved(t, idx_postings_skip_to(t->p, docid, err));
+    return rc < 0 ? rc : landed(it, docid);
+}
+
+static int term_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
+{
+    term_it *t = (term_it *)it;
+    double dl;
+    int rc = ctx_dl(cx, t->field, it->docid, &dl, err);
+    if (!rc)
+        *sum += qry_bm25(t->idf, idx_postings_tf(t->p), dl,
+                         cx->fields[t->field].avgdl);
+    return rc;
+}
+
+static void term_free(qry_iter *it)
+{
+    idx_postings_close(((term_it *)it)->p);
+    kv_free(it);
+}
+
+/* Open (field, term); *out NULL when the term is absent. */
+static int postings_open(idx_postings **out, qry_ctx *cx, const char *field,
+                         size_t flen, const char *term, size_t tlen,
+                         kv_err *err)
+{
+    int rc = idx_postings_open(out, cx->txn, field, flen, term, tlen, err);
+    if (rc == KVFTS_ENOTFOUND) {
+        kv_err_clear(err);
+        *out = NULL;
+        return KVFTS_OK;
+    }
+    return rc;
+}
+
+static int term_new(qry_iter **out, qry_ctx *cx, const char *field,
+                    size_t flen, const char *term, size_t tlen, kv_err *err)
+{
+    idx_postings *p = NULL;
+    size_t fi = 0;
+    int rc = postings_open(&p, cx, field, flen, term, tlen, err);
+    if (rc)
+        return rc;
+    if (!p)
+        return empty_new(out, err);
+    term_it *t = kv_calloc(1, sizeof *t);
+    if (!t) {
+        idx_postings_close(p);
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    }
+    t->p = p;
+    t->base.next = term_next;
+    t->base.skip_to = term_skip;
+    t->base.score = term_score;
+    t->base.free = term_free;
+    t->base.est = idx_postings_info(p)->df;
+    rc = ctx_field(cx, field, flen, &fi, err);
+    if (rc) {
+        term_free(&t->base);
+        return rc;
+    }
+    t->field = fi;
+    t->idf = qry_idf(cx->fields[fi].docs, idx_postings_info(p)->df);
+    *out = &t->base;
+    return KVFTS_OK;
+}
+
+/* ---- phrase -------------------------------------------------------------- */
+
+typedef struct phrase_it {
+    qry_iter base;
+    size_t n;
+    idx_postings **p;     /* in phrase order */
+    uint32_t *offs;
+    size_t *order;        /* indexes of p by ascending df */
+    size_t field;
+    double idf_sum;
+    uint32_t pf;          /* phrase frequency in the current match */
+    size_t qpos;          /* for messages */
+    const char *fname;    /* borrowed from the plan */
+} phrase_it;
+
+static bool has_pos(const uint32_t *v, uint32_t n, uint32_t x)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo] == x;
+}
+
+/* Phrase frequency of the document every term sits on. */
+static int phrase_count(phrase_it *ph, uint32_t *pf, kv_err *err)
+{
+    *pf = 0;
+    const uint32_t *p0 = idx_postings_positions(ph->p[0]);
+    uint32_t n0 = idx_postings_tf(ph->p[0]);
+    if (!p0)
+        goto nopos;
+    for (uint32_t a = 0; a < n0; a++) {
+        uint32_t s = p0[a];
+        bool all = true;
+        for (size_t i = 1; all && i < ph->n; i++) {
+            const uint32_t *pi = idx_postings_positions(ph->p[i]);
+            if (!pi)
+                goto nopos;
+            uint64_t want = (uint64_t)s + ph->offs[i];
+            all = want <= UINT32_MAX &&
+                  has_pos(pi, idx_postings_tf(ph->p[i]), (uint32_t)want);
+        }
+        *pf += all;
+    }
+    return KVFTS_OK;
+nopos:
+    return kv_seterr(err, KVFTS_ECORRUPT, "query: phrase at %zu: postings of "
+                     "field '%s' lack the positions their header promises",
+                     ph->qpos, ph->fname);
+}
+
+/* Position every term on the first document >= target holding the phrase. */
+static int phrase_align(phrase_it *ph, uint32_t target, kv_err *err)
+{
+    for (;;) {
+        bool moved = false;
+        for (size_t k = 0; k < ph->n; k++) {
+            idx_postings *p = ph->p[ph->order[k]];
+            int rc = idx_postings_skip_to(p, target, err);
+            if (rc == KVFTS_ITEROVER)
+                return at_eof(&ph->base);
+            if (rc)
+                return rc;
+            uint32_t d = idx_postings_docid(p);
+            if (d > target) {
+                target = d;
+                moved = true;
+                break;
+            }
+        }
+        if (moved)
+            continue;
+        uint32_t pf;
+        int rc = phrase_count(ph, &pf, err);
+        if (rc)
+            return rc;
+        if (pf) {
+            ph->pf = pf;
+            ph->base.docid = target;
+            return QRY_OK;
+        }
+        if (target == UINT32_MAX)
+            return at_eof(&ph->base);
+        target++;
+    }
+}
+
+static int phrase_next(qry_iter *it, kv_err *err)
+{
+    if (it->eof)
+        return QRY_EOF;
+    if (it->docid == UINT32_MAX)
+        return at_eof(it);
+    return phrase_align((phrase_it *)it, it->docid + 1, err);
+}
+
+static int phrase_skip(qry_iter *it, uint32_t docid, kv_err *err)
+{
+    if (it->eof || (it->docid && it->docid >= docid))
+        return landed(it, docid);
+    int rc = phrase_align((phrase_it *)it, docid, err);
+    return rc < 0 ? rc : landed(it, docid);
+}
+
+static int phrase_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
+{
+    phrase_it *ph = (phrase_it *)it;
+    double dl;
+    int rc = ctx_dl(cx, ph->field, it->docid, &dl, err);
+    if (!rc)
+        *sum += qry_bm25(ph->idf_sum, ph->pf, dl, cx->fields[ph->field].avgdl);
+    return rc;
+}
+
+static void phrase_free(qry_iter *it)
+{
+    phrase_it *ph = (phrase_it *)it;
+    for (size_t i = 0; i < ph->n; i++)
+        idx_postings_close(ph->p[i]);
+    kv_free(ph->p);
+    kv_free(ph->order);
+    kv_free(ph);
+}
+
+static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
+                      kv_err *err)
+{
+    phrase_it *ph = kv_calloc(1, sizeof *ph);
+    int rc = KVFTS_OK;
+    if (!ph)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    ph->base.next = phrase_next;
+    ph->base.skip_to = phrase_skip;
+    ph->base.score = phrase_score;
+    ph->base.free = phrase_free;
+    ph->offs = n->offs;
+    ph->qpos = n->pos;
+    ph->fname = n->field;
+    ph->p = kv_calloc(n->nterms, sizeof *ph->p);
+    ph->order = kv_calloc(n->nterms, sizeof *ph->order);
+    if (!ph->p || !ph->order) {
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    uint64_t est = UINT64_MAX;
+    for (size_t i = 0; i < n->nterms; i++) {
+        rc = postings_open(&ph->p[i], cx, n->field, n->flen, n->terms[i],
+                           n->tlens[i], err);
+        if (rc)
+            goto fail;
+        ph->n = i + 1;
+        if (!ph->p[i]) {          /* a term is absent: no phrase */
+            phrase_free(&ph->base);
+            return empty_new(out, err);
+        }
+        const idx_term_info *in = idx_postings_info(ph->p[i]);
+        if (!in->positions) {
+            rc = kv_seterr(err, KVFTS_EINVAL, "query: phrase at %zu needs "
+                           "positions, which field '%s' does not store "
+                           "(\"positions\": false)", n->pos, n->field);
+            err->pos = (long long)n->pos;
+            goto fail;
+        }
+        est = in->df < est ? in->df : est;
+        ph->order[i] = i;
+    }
+    /* Rarest term first (insertion sort: phrases are short). */
+    for (size_t i = 1; i < ph->n; i++)
+        for (size_t j = i; j > 0 &&
+             idx_postings_info(ph->p[ph->order[j]])->df <
+             idx_postings_info(ph->p[ph->order[j - 1]])->df; j--) {
+            size_t x = ph->order[j];
+            ph->order[j] = ph->order[j - 1];
+            ph->order[j - 1] = x;
+        }
+    rc = ctx_field(cx, n->field, n->flen, &ph->field, err);
+    if (rc)
+        goto fail;
+    for (size_t i = 0; i < ph->n; i++)
+        ph->idf_sum += qry_idf(cx->fields[ph->field].docs,
+                               idx_postings_info(ph->p[i])->df);
+    ph->base.est = est;
+    *out = &ph->base;
+    return KVFTS_OK;
+fail:
+    phrase_free(&ph->base);
+    return rc;
+}
+
+/* ---- or ------------------------------------------------------------------ */
+
+typedef struct or_it {
+    qry_iter base;
+    qry_iter **kids;      /* all kids (owned) */
+    size_t nkids;
+    qry_iter **heap;      /* kids not at EOF, min-heap by docid */
+    size_t nheap;
+    bool started;
+} or_it;
+
+static void sift_down(or_it *o, size_t i)
+{
+    qry_iter **h = o->heap;
+    size_t n = o->nheap;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && h[l]->docid < h[m]->docid)
+            m = l;
+        if (r < n && h[r]->docid < h[m]->docid)
+            m = r;
+        if (m == i)
+            return;
+        qry_iter *x = h[i];
+        h[i] = h[m];
+        h[m] = x;
+        i = m;
+    }
+}
+
+/* The top moved (rc from its move): drop it at EOF, else restore order. */
+static int or_fix_top(or_it *o, int rc)
+{
+    if (rc < 0)
+        return rc;
+    if (rc == QRY_EOF)
+        o->heap[0] = o->heap[--o->nheap];
+    if (o->nheap)
+        sift_down(o, 0);
+    return KVFTS_OK;
+}
+
+static int or_settle(or_it *o, uint32_t target)
+{
+    if (!o->nheap)
+        return at_eof(&o->base);
+    o->base.docid = o->heap[0]->docid;
+    return landed(&o->base, target);
+}
+
+/* First move: every kid goes to its first match >= target. */
+static int or_start(or_it *o, uint32_t target, kv_err *err)
+{
+    o->started = true;
+    o->nheap = 0;
+    for (size_t i = 0; i < o->nkids; i++) {
+        qry_iter *k = o->kids[i];
+        int rc = target ? k->skip_to(k, target, err) : k->next(k, err);
+        if (rc < 0)
+            return rc;
+        if (rc != QRY_EOF)
+            o->heap[o->nheap++] = k;
+    }
+    for (size_t i = o->nheap / 2; i-- > 0;)
+        sift_down(o, i);
+    return or_settle(o, target);
+}
+
+static int or_next(qry_iter *it, kv_err *err)
+{
+    or_it *o = (or_it *)it;
+    if (it->eof)
+        return QRY_EOF;
+    if (!o->started) {
+        int rc = or_start(o, 0, err);
+        return rc == QRY_NOTFOUND ? QRY_OK : rc;
+    }
+    uint32_t cur = it->docid;
+    while (o->nheap && o->heap[0]->docid == cur) {
+        int rc = or_fix_top(o, o->heap[0]->next(o->heap[0], err));
+        if (rc)
+            return rc;
+    }
+    int rc = or_settle(o, 0);
+    return rc == QRY_NOTFOUND ? QRY_OK : rc;
+}
+
+static int or_skip(qry_iter *it, uint32_t docid, kv_err *err)
+{
+    or_it *o = (or_it *)it;
+    if (it->eof)
+        return QRY_EOF;
+    if (!o->started)
+        return or_start(o, docid, err);
+    if (it->docid >= docid)
+        return landed(it, docid);
+    while (o->nheap && o->heap[0]->docid < docid) {
+        int rc = or_fix_top(o, o->heap[0]->skip_to(o->heap[0], docid, err));
+        if (rc)
+            return rc;
+    }
+    return or_settle(o, docid);
+}
+
+/* Score the kids on the current document: the heap entries equal to the
+ * top (a subtree walk that stops at larger ids). */
+static int or_score_from(or_it *o, size_t i, qry_ctx *cx, double *sum,
+                         kv_err *err)
+{
+    if (i >= o->nheap || o->heap[i]->docid != o->base.docid)
+        return KVFTS_OK;
+    int rc = o->heap[i]->score(o->heap[i], cx, sum, err);
+    if (!rc)
+        rc = or_score_from(o, 2 * i + 1, cx, sum, err);
+    if (!rc)
+        rc = or_score_from(o, 2 * i + 2, cx, sum, err);
+    return rc;
+}
+
+static int or_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
+{
+    return or_score_from((or_it *)it, 0, cx, sum, err);
+}
+
+static void or_free(qry_iter *it)
+{
+    or_it *o = (or_it *)it;
+    for (size_t i = 0; i < o->nkids; i++)
+        qry_iter_free(o->kids[i]);
+    kv_free(o->kids);
+    kv_free(o->heap);
+    kv_free(o);
+}
+
+/* An OR of @p kids (taken over, even on failure); drops empty kids. */
+static int or_new(qry_iter **out, qry_iter **kids, size_t n, kv_err *err)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (kids[i]->eof)
+            qry_iter_free(kids[i]);
+        else
+            kids[m++] = kids[i];
+    }
+    if (m == 0) {
+        kv_free(kids);
+        return empty_new(out, err);
+    }
+    if (m == 1) {
+        *out = kids[0];
+        kv_free(kids);
+        return KVFTS_OK;
+    }
+    or_it *o = kv_calloc(1, sizeof *o);
+    qry_iter **heap = kv_calloc(m, sizeof *heap);
+    if (!o || !heap) {
+        kv_free(o);
+        kv_free(heap);
+        for (size_t i = 0; i < m; i++)
+            qry_iter_free(kids[i]);
+        kv_free(kids);
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    }
+    o->kids = kids;
+    o->nkids = m;
+    o->heap = heap;
+    o->base.next = or_next;
+    o->base.skip_to = or_skip;
+    o->base.score = or_score;
+    o->base.free = or_free;
+    for (size_t i = 0; i < m; i++)
+        o->base.est += kids[i]->est;
+    *out = &o->base;
+    return KVFTS_OK;
+}
+
+/* ---- and ----------------------------------------------------------------- */
+
+typedef struct and_it {
+    qry_iter base;
+    qry_iter **pos;       /* positive kids, ascending est */
+    size_t npos;
+    qry_iter **neg;       /* negative kids */
+    size_t nneg;
+} and_it;
+
+static int and_align(and_it *a, uint32_t target, kv_err *err)
+{
+    for (;;) {
+        size_t i;
+        for (i = 0; i < a->npos; i++) {
+            qry_iter *k = a->pos[i];
+            int rc = k->skip_to(k, target, err);
+            if (rc < 0)
+                return rc;
+            if (rc == QRY_EOF)
+                return at_eof(&a->base);
+            if (rc == QRY_NOTFOUND) {     /* overshot: a new candidate */
+                target = k->docid;
+                break;
+            }
+        }
+        if (i < a->npos)
+            continue;
+        bool excluded = false;
+        for (i = 0; !excluded && i < a->nneg; i++) {
+            qry_iter *k = a->neg[i];
+            int rc = k->skip_to(k, target, err);
+            if (rc < 0)
+                return rc;
+            excluded = rc == QRY_OK;
+        }
+        if (!excluded) {
+            a->base.docid = target;
+            return QRY_OK;
+        }
+        if (target == UINT32_MAX)
+            return at_eof(&a->base);
+        target++;
+    }
+}
+
+static int and_next(qry_iter *it, kv_err *err)
+{
+    if (it->eof)
+        return QRY_EOF;
+    if (it->docid == UINT32_MAX)
+        return at_eof(it);
+    return and_align((and_it *)it, it->docid + 1, err);
+}
+
+static int and_skip(qry_iter *it, uint32_t docid, kv_err *err)
+{
+    if (it->eof || (it->docid && it->docid >= docid))
+        return landed(it, docid);
+    int rc = and_align((and_it *)it, docid, err);
+    return rc < 0 ? rc : landed(it, docid);
+}
+
+static int and_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
+{
+    and_it *a = (and_it *)it;
+    for (size_t i = 0; i < a->npos; i++) {
+        int rc = a->pos[i]->score(a->pos[i], cx, sum, err);
+        if (rc)
+            return rc;
+    }
+    return KVFTS_OK;
+}
+
+static void and_free(qry_iter *it)
+{
+    and_it *a = (and_it *)it;
+    for (size_t i = 0; i < a->npos; i++)
+        qry_iter_free(a->pos[i]);
+    for (size_t i = 0; i < a->nneg; i++)
+        qry_iter_free(a->neg[i]);
+    kv_free(a->pos);
+    kv_free(a->neg);
+    kv_free(a);
+}
+
+static int and_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
+                   kv_err *err)
+{
+    and_it *a = kv_calloc(1, sizeof *a);
+    int rc = KVFTS_OK;
+    if (!a)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    a->base.next = and_next;
+    a->base.skip_to = and_skip;
+    a->base.score = and_score;
+    a->base.free = and_free;
+    a->pos = kv_calloc(n->nkids, sizeof *a->pos);
+    a->neg = kv_calloc(n->nkids, sizeof *a->neg);
+    if (!a->pos || !a->neg) {
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* Positive kids first, so an absent one stops the build early. */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n->nkids; i++) {
+            const qry_node *k = n->kids[i];
+            if (k->neg != (pass == 1))
+                continue;
+            qry_iter *ki = NULL;
+            rc = qry_iter_build(&ki, cx, k, err);
+            if (rc)
+                goto fail;
+            if (!k->neg && ki->eof) {     /* absent: the AND is empty */
+                qry_iter_free(ki);
+                and_free(&a->base);
+                return empty_new(out, err);
+            }
+            if (k->neg && ki->eof)
+                qry_iter_free(ki);
+            else if (k->neg)
+                a->neg[a->nneg++] = ki;
+            else
+                a->pos[a->npos++] = ki;
+        }
+    /* Ascending estimated count: the rarest kid leads. */
+    for (size_t i = 1; i < a->npos; i++)
+        for (size_t j = i; j > 0 && a->pos[j]->est < a->pos[j - 1]->est; j--) {
+            qry_iter *x = a->pos[j];
+            a->pos[j] = a->pos[j - 1];
+            a->pos[j - 1] = x;
+        }
+    if (a->npos == 1 && a->nneg == 0) {
+        *out = a->pos[0];
+        a->npos = 0;
+        and_free(&a->base);
+        return KVFTS_OK;
+    }
+    a->base.est = a->npos ? a->pos[0]->est : 0;
+    *out = &a->base;
+    return KVFTS_OK;
+fail:
+    and_free(&a->base);
+    return rc;
+}
+
+/* ---- prefix -------------------------------------------------------------- */
+
+typedef struct expand {
+    kv_buf terms;         /* NUL-terminated terms back to back */
+    size_t n;
+    bool over;
+    kv_err *err;
+} expand;
+
+static int expand_term(void *payload, const char *term, size_t tlen,
+                       const idx_term_info *info)
+{
+    expand *e = payload;
+    (void)info;
+    if (e->n == QRY_MAX_EXPANSION) {
+        e->over = true;
+        return 1;
+    }
+    e->n++;
+    int rc = kv_buf_append(&e->terms, term, tlen, e->err);
+    return rc ? rc : kv_buf_append(&e->terms, "", 1, e->err);
+}
+
+static int prefix_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
+                      kv_err *err)
+{
+    expand e = { KV_BUF_INIT, 0, false, err };
+    qry_iter **kids = NULL;
+    int rc = idx_terms_scan(cx->txn, n->field, n->flen, n->terms[0],
+                            n->tlens[0], expand_term, &e, err);
+    if (rc == 1 && e.over) {
+        rc = kv_seterr(err, KVFTS_EINVAL, "query: prefix '%s*' at %zu "
+                       "matches more than %d terms of field '%s'; make it "
+                       "longer", n->terms[0], n->pos, QRY_MAX_EXPANSION,
+                       n->field);
+        err->pos = (long long)n->pos;
+    }
+    if (rc)
+        goto fail;
+    kids = kv_calloc(e.n ? e.n : 1, sizeof *kids);
+    if (!kids) {
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    const char *t = e.terms.data;
+    for (size_t i = 0; i < e.n; i++) {
+        size_t tl = strlen(t);
+        rc = term_new(&kids[i], cx, n->field, n->flen, t, tl, err);
+        if (rc) {
+            for (size_t j = 0; j < i; j++)
+                qry_iter_free(kids[j]);
+            goto fail;
+        }
+        t += tl + 1;
+    }
+    kv_buf_free(&e.terms);
+    return or_new(out, kids, e.n, err);
+fail:
+    kv_free(kids);
+    kv_buf_free(&e.terms);
+    return rc;
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+int qry_iter_build(qry_iter **out, qry_ctx *cx, const qry_node *n,
+                   kv_err *err)
+{
+    *out = NULL;
+    switch (n->kind) {
+    case QRY_EMPTY:
+        return empty_new(out, err);
+    case QRY_TERM:
+        return term_new(out, cx, n->field, n->flen, n->terms[0], n->tlens[0],
+                        err);
+    case QRY_PHRASE:
+        return phrase_new(out, cx, n, err);
+    case QRY_PREFIX:
+        return prefix_new(out, cx, n, err);
+    case QRY_AND:
+        return and_new(out, cx, n, err);
+    case QRY_OR: {
+        qry_iter **kids = kv_calloc(n->nkids, sizeof *kids);
+        if (!kids)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        for (size_t i = 0; i < n->nkids; i++) {
+            int rc = qry_iter_build(&kids[i], cx, n->kids[i], err);
+            if (rc) {
+                for (size_t j = 0; j < i; j++)
+                    qry_iter_free(kids[j]);
+                kv_free(kids);
+                return rc;
+            }
+        }
+        return or_new(out, kids, n->nkids, err);
+    }
+    }
+    return kv_seterr(err, KVFTS_ERROR, "query: bad plan node");
+}

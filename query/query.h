@@ -1,0 +1,159 @@
+/*
+ * query/query.h -- the query evaluator of kvfts: the one header other modules
+ * (lib/kvfts_search.c) include from query/.
+ *
+ * A search runs in three steps, each in its own file:
+ *
+ *   qry_parse.c   query text -> plan (a tree of qry_node).  The parser reads
+ *                 the syntax (README "Query syntax") and passes every word
+ *                 through the analyzer of the field it targets, so the plan
+ *                 holds index terms, not user words.  Errors name the byte
+ *                 offset in the query ("query: unbalanced '(' at 7").
+ *   qry_iter.c    plan -> posting iterators (term, phrase, prefix union, AND,
+ *                 OR, AND NOT) with next / skip_to over internal doc ids,
+ *                 modeled on RediSearch's QueryIterator.
+ *   qry_run.c     iterate the root, count the matches, score them with BM25
+ *                 and keep the top k in a bounded heap.
+ *
+ * Everything that reads the index runs inside the caller's (snapshot)
+ * transaction, so one search sees one consistent state.
+ */
+#ifndef KVFTS_QUERY_H
+#define KVFTS_QUERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "index.h"
+#include "kv.h"
+#include "tokenizer.h"
+
+/** Most terms one prefix may expand to; more is KVFTS_EINVAL (never a silent
+ *  truncation of the results). */
+#define QRY_MAX_EXPANSION 1000
+/** Deepest nesting of parentheses. */
+#define QRY_MAX_DEPTH 64
+/** Longest query text, in bytes. */
+#define QRY_MAX_QUERY 65536
+
+/** BM25 parameters. */
+#define QRY_BM25_K1 1.2
+#define QRY_BM25_B 0.75
+
+/* ------------------------------------------------------------------------ */
+/* The plan (qry_parse.c)                                                    */
+
+typedef enum qry_kind {
+    QRY_EMPTY = 0,  /* matches nothing (a stop word, an empty analysis) */
+    QRY_TERM,       /* one (field, term) */
+    QRY_PHRASE,     /* terms at fixed relative positions in one field */
+    QRY_PREFIX,     /* every term of the field starting with terms[0] */
+    QRY_AND,        /* all positive kids, none of the negative ones */
+    QRY_OR          /* any kid */
+} qry_kind;
+
+typedef struct qry_node qry_node;
+struct qry_node {
+    qry_kind kind;
+    bool neg;             /* a NOT kid of an AND */
+    size_t pos;           /* byte offset in the query text (for messages) */
+    char *field;          /* TERM, PHRASE, PREFIX: NUL-terminated path */
+    size_t flen;
+    size_t nterms;        /* TERM, PREFIX: 1; PHRASE: >= 2 */
+    char **terms;         /* NUL-terminated index terms */
+    size_t *tlens;
+    uint32_t *offs;       /* PHRASE: position of term i relative to term 0 */
+    size_t nkids;         /* AND, OR */
+    qry_node **kids;
+};
+
+/** Parse and analyze query @p q (UTF-8, @p len bytes) under analysis @p a
+ *  (borrowed during the call).
+ *  @param[out] out  caller owns; qry_node_free().  NULL on failure.
+ *  @return KVFTS_OK, KVFTS_EINVAL (syntax: message "query: <what> at <byte
+ *          offset>", err->pos = that offset), KVFTS_ENOMEM. */
+int qry_parse(qry_node **out, tok_analysis *a, const char *q, size_t len,
+              kv_err *err);
+void qry_node_free(qry_node *n);            /* NULL: no-op */
+
+/** A canonical one-line form of a plan, for tests and debugging:
+ *  AND(f:a, -f:b, OR(f:c, f:d), f:"x y", f:"x _ y" (a gap), f:pre*), EMPTY. */
+int qry_node_dump(const qry_node *n, kv_buf *out, kv_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Iterators (qry_iter.c)                                                    */
+
+/** Status of an iterator move (RediSearch's IteratorStatus).  Errors are the
+ *  negative kvfts_status codes, with err set; after one the iterator may
+ *  only be freed.
+ *   QRY_OK        positioned on a match; for skip_to, on exactly the target
+ *   QRY_NOTFOUND  skip_to only: positioned on the first match after target
+ *   QRY_EOF       no more matches; docid is UINT32_MAX from now on */
+typedef enum qry_status {
+    QRY_OK = 0,
+    QRY_NOTFOUND = 1,
+    QRY_EOF = 2
+} qry_status;
+
+typedef struct qry_ctx qry_ctx;
+typedef struct qry_iter qry_iter;
+
+/** A posting iterator over internal doc ids, in ascending order.  Before the
+ *  first move docid is 0 (ids start at 1). */
+struct qry_iter {
+    /** Move to the next match. */
+    int (*next)(qry_iter *it, kv_err *err);
+    /** Move to the first match with id >= @p docid; never backwards (a
+     *  target at or before the current match reports on the current one). */
+    int (*skip_to)(qry_iter *it, uint32_t docid, kv_err *err);
+    /** Add the BM25 score of the current match to *@p sum. */
+    int (*score)(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err);
+    void (*free)(qry_iter *it);
+    uint32_t docid;       /* the current match */
+    uint64_t est;         /* at most this many matches (orders AND kids) */
+    bool eof;
+};
+
+/** Search state shared by the iterators of one search: the transaction,
+ *  per-field statistics and the current document's field lengths. */
+int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err);
+void qry_ctx_free(qry_ctx *cx);             /* NULL: no-op */
+
+/** Build the iterator of plan @p n (postings opened in @p cx's transaction;
+ *  prefixes expanded).  A term that is absent gives an iterator at EOF, and
+ *  makes its AND one.
+ *  @return KVFTS_OK, KVFTS_EINVAL (a prefix expands past QRY_MAX_EXPANSION;
+ *          a phrase on terms stored without positions), KVFTS_ENOMEM,
+ *          KVFTS_ECORRUPT, KV_RETRY, KVFTS_ERROR. */
+int qry_iter_build(qry_iter **out, qry_ctx *cx, const qry_node *n,
+                   kv_err *err);
+void qry_iter_free(qry_iter *it);           /* NULL: no-op */
+
+/** BM25 of one (field, term) leaf: @p idf as qry_idf(), term frequency
+ *  @p tf, field length @p dl and average field length @p avgdl. */
+double qry_bm25(double idf, double tf, double dl, double avgdl);
+/** ln(1 + (N - df + 0.5) / (df + 0.5)). */
+double qry_idf(uint64_t n_docs, uint64_t df);
+
+/* ------------------------------------------------------------------------ */
+/* Running a search (qry_run.c)                                              */
+
+typedef struct qry_hit {
+    uint32_t docid;
+    double score;
+} qry_hit;
+
+typedef struct qry_run_options {
+    size_t k;             /* keep the best k hits; 0 = every hit */
+    bool count_only;      /* count matches; no scoring, no hits */
+} qry_run_options;
+
+/** Evaluate plan @p plan in @p txn: *@p total = the exact number of matching
+ *  documents; unless count_only, *@p hits = the best k (all when k = 0) by
+ *  score descending, ties by doc id ascending (caller owns; kv_free()).
+ *  @return KVFTS_OK or an error of qry_iter_build() / the index. */
+int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
+            qry_hit **hits, size_t *nhits, uint64_t *total, kv_err *err);
+
+#endif /* KVFTS_QUERY_H */

@@ -1,0 +1,314 @@
+/*
+ * kvfts_cmd_search.c -- `kvfts search QUERY`: run a query and print the hits.
+ *
+ * Output (README "kvfts search"):
+ *   default     one JSON line per hit, {"key":K,"score":S,"doc":{...}}, in
+ *               rank order, then a last line {"total":N} with the exact
+ *               number of matching documents (all pages);
+ *   --keys      {"key":K,"score":S} lines (documents are not read), then
+ *               {"total":N};
+ *   --count     one line {"count":N} (no scoring, no reading);
+ *   --format table
+ *               a table for people: rank, key, score and an excerpt of the
+ *               document (around the first query word found in a string
+ *               value, else its longest string), fitted to the terminal's
+ *               width when stdout is one (else 100 columns); then a line
+ *               "N of TOTAL matches".
+ * Exit status: 0 when something matched (or with --count), 3 when nothing
+ * did, 2 for a bad query (the message names the byte offset), as the other
+ * commands otherwise.
+ */
+#include "tool.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <yajl/yajl_tree.h>
+
+/* ---- the excerpt of --format table -------------------------------------- */
+
+typedef struct excerpt {
+    const char *best;     /* longest string value */
+    size_t best_len;
+    const char *hit;      /* the value holding the first query word found */
+    size_t hit_len, hit_at;
+    size_t hit_word;      /* index of that word (lower is earlier) */
+} excerpt;
+
+static bool ieq(char a, char b)
+{
+    if (a >= 'A' && a <= 'Z')
+        a = (char)(a - 'A' + 'a');
+    if (b >= 'A' && b <= 'Z')
+        b = (char)(b - 'A' + 'a');
+    return a == b;
+}
+
+static const char *ifind(const char *s, size_t n, const char *w, size_t wl)
+{
+    for (size_t i = 0; wl && i + wl <= n; i++) {
+        size_t j = 0;
+        while (j < wl && ieq(s[i + j], w[j]))
+            j++;
+        if (j == wl)
+            return s + i;
+    }
+    return NULL;
+}
+
+static bool word_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || (unsigned char)c >= 0x80;
+}
+
+/* The n-th plain word of the query (operators and field names skipped). */
+static bool query_word(const char *q, size_t n, const char **w, size_t *wl)
+{
+    size_t i = 0, k = 0;
+    while (q[i]) {
+        while (q[i] && !word_char(q[i]))
+            i++;
+        size_t s = i;
+        while (q[i] && word_char(q[i]))
+            i++;
+        if (i == s)
+            break;
+        if (q[i] == ':')
+            continue;
+        size_t l = i - s;
+        if ((l == 2 && !memcmp(q + s, "OR", 2)) ||
+            (l == 3 && (!memcmp(q + s, "AND", 3) || !memcmp(q + s, "NOT", 3))))
+            continue;
+        if (k++ == n) {
+            *w = q + s;
+            *wl = l;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void walk(excerpt *e, yajl_val v, const char *q)
+{
+    if (YAJL_IS_STRING(v)) {
+        const char *s = YAJL_GET_STRING(v);
+        size_t n = strlen(s);
+        if (n > e->best_len) {
+            e->best = s;
+            e->best_len = n;
+        }
+        const char *w;
+        size_t wl;
+        for (size_t k = 0; k < e->hit_word && query_word(q, k, &w, &wl); k++) {
+            const char *at = ifind(s, n, w, wl);
+            if (at) {
+                e->hit = s;
+                e->hit_len = n;
+                e->hit_at = (size_t)(at - s);
+                e->hit_word = k;
+                break;
+            }
+        }
+    } else if (YAJL_IS_OBJECT(v)) {
+        for (size_t i = 0; i < v->u.object.len; i++)
+            walk(e, v->u.object.values[i], q);
+    } else if (YAJL_IS_ARRAY(v)) {
+        for (size_t i = 0; i < v->u.array.len; i++)
+            walk(e, v->u.array.values[i], q);
+    }
+}
+
+/* Print at most @p width columns (one per code point) of an excerpt. */
+static void print_excerpt(const char *doc, const char *q, size_t width)
+{
+    excerpt e = { NULL, 0, NULL, 0, 0, SIZE_MAX };
+    yajl_val v = doc ? yajl_tree_parse(doc, NULL, 0) : NULL;
+    if (v)
+        walk(&e, v, q);
+    const char *s = e.hit ? e.hit : e.best;
+    size_t n = e.hit ? e.hit_len : e.best_len, at = 0;
+    if (e.hit && e.hit_at > width / 3) {
+        at = e.hit_at - width / 3;
+        while (at < n && ((unsigned char)s[at] & 0xC0) == 0x80)
+            at++;
+        fputs("…", stdout);
+        width--;
+    }
+    size_t cols = 0;
+    bool space = false;
+    for (size_t i = at; s && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c & 0xC0) != 0x80) {
+            if (cols == width) {
+                break;
+            }
+            cols++;
+        }
+        if (c < 0x20) {
+            if (!space)
+                putchar(' ');
+            space = true;
+            continue;
+        }
+        space = c == ' ';
+        putchar(c);
+    }
+    putchar('\n');
+    yajl_tree_free(v);
+}
+
+static size_t term_width(void)
+{
+    struct winsize ws;
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 &&
+        ws.ws_col >= 40)
+        return ws.ws_col;
+    return 100;
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+int cmd_search(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "limit", required_argument, NULL, 'l' },
+        { "offset", required_argument, NULL, 'o' },
+        { "count", no_argument, NULL, 'c' },
+        { "keys", no_argument, NULL, 'k' },
+        { "format", required_argument, NULL, 'f' },
+        { "sort", required_argument, NULL, 's' },
+        { "db", required_argument, NULL, 'd' },
+        { NULL, 0, NULL, 0 }
+    };
+    tool_common c = { NULL };
+    kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
+    bool table = false;
+    uint64_t u;
+    int o;
+    /* A query may start with '-' ("-cat fox"): an argument with one leading
+     * '-' other than -d is the query, taken out before getopt sees it. */
+    const char *neg_query = NULL;
+    int nargs = 0;
+    bool dashdash = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        dashdash |= strcmp(a, "--") == 0;
+        bool takes = i > 0 && (!strcmp(argv[i - 1], "-d") ||
+                               !strcmp(argv[i - 1], "--db") ||
+                               !strcmp(argv[i - 1], "--limit") ||
+                               !strcmp(argv[i - 1], "--offset") ||
+                               !strcmp(argv[i - 1], "--format") ||
+                               !strcmp(argv[i - 1], "--sort"));
+        if (i > 0 && !takes && !dashdash && a[0] == '-' && a[1] &&
+            a[1] != '-' && strcmp(a, "-d") != 0 && !neg_query) {
+            neg_query = a;
+            continue;
+        }
+        argv[nargs++] = argv[i];
+    }
+    argc = nargs;
+    while ((o = getopt_long(argc, argv, "d:", opts, NULL)) != -1) {
+        switch (o) {
+        case 'd':
+            c.dir = optarg;
+            break;
+        case 'l':
+        case 'o':
+            if (!tool_parse_u64(optarg, &u) || u > SIZE_MAX / 2)
+                return tool_error(EXIT_USAGE, "search: --%s takes a number, "
+                                  "not '%s'", o == 'l' ? "limit" : "offset",
+                                  optarg);
+            if (o == 'l')
+                so.limit = (size_t)u;
+            else
+                so.offset = (size_t)u;
+            break;
+        case 'c':
+            so.count_only = true;
+            break;
+        case 'k':
+            so.keys_only = true;
+            break;
+        case 'f':
+            if (strcmp(optarg, "json") && strcmp(optarg, "table"))
+                return tool_error(EXIT_USAGE, "search: --format is json or "
+                                  "table, not '%s'", optarg);
+            table = strcmp(optarg, "table") == 0;
+            break;
+        case 's':
+            if (strcmp(optarg, "key") && strcmp(optarg, "score"))
+                return tool_error(EXIT_USAGE, "search: --sort is key or "
+                                  "score, not '%s'", optarg);
+            so.sort = strcmp(optarg, "key") == 0 ? KVFTS_SORT_KEY
+                                                 : KVFTS_SORT_SCORE;
+            break;
+        default:
+            return tool_error(EXIT_USAGE, "search: bad option (see kvfts "
+                              "search --help)");
+        }
+    }
+    if (argc - optind != !neg_query)
+        return tool_error(EXIT_USAGE, "search: give one QUERY (quote it)");
+    const char *q = neg_query ? neg_query : argv[optind];
+    kvfts_db *db;
+    int code = tool_open(&db, &c, false, true);
+    if (code)
+        return code;
+    kvfts_results *r = NULL;
+    int rc = kvfts_search(&r, db, q, strlen(q), &so);
+    if (rc) {
+        code = tool_fail(db, rc, "search");
+        kvfts_close(db);
+        return code;
+    }
+    uint64_t total = kvfts_results_total(r);
+    if (so.count_only) {
+        printf("{\"count\":%" PRIu64 "}\n", total);
+    } else {
+        const char *key, *doc;
+        size_t dl;
+        double score;
+        size_t width = term_width(), rank = so.offset, shown = 0;
+        size_t keyw = 0;
+        if (table) {
+            /* Key column: a quarter of the width, 12 to 40 columns. */
+            keyw = width / 4 < 12 ? 12 : width / 4 > 40 ? 40 : width / 4;
+            printf("%4s  %-*s  %8s  %s\n", "#", (int)keyw, "key", "score",
+                   "excerpt");
+        }
+        while (kvfts_results_next(r, &key, &doc, &dl, &score) == KVFTS_OK) {
+            shown++;
+            rank++;
+            if (table) {
+                printf("%4zu  %-*.*s  %8.4f  ", rank, (int)keyw, (int)keyw,
+                       key, score);
+                size_t used = 4 + 2 + keyw + 2 + 8 + 2;
+                print_excerpt(doc, q, width > used + 10 ? width - used : 10);
+                continue;
+            }
+            fputs("{\"key\":", stdout);
+            tool_json_str(stdout, key, strlen(key));
+            printf(",\"score\":%.9g", score);
+            if (doc) {
+                fputs(",\"doc\":", stdout);
+                fwrite(doc, 1, dl, stdout);
+            }
+            fputs("}\n", stdout);
+        }
+        if (table)
+            printf("%zu of %" PRIu64 " matches\n", shown, total);
+        else
+            printf("{\"total\":%" PRIu64 "}\n", total);
+        if (total == 0)
+            code = EXIT_NOTFOUND;
+    }
+    if (fflush(stdout) != 0 && !code)
+        code = tool_error(EXIT_ERR, "search: writing the output failed");
+    kvfts_results_free(r);
+    kvfts_close(db);
+    return code;
+}
