@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/quickstart.sh -- the README's first command: install, build, build the
-# Debian package catalog corpus, index it into a kvfts database and read it
-# back by key, through lookups and by counter range.
+# Debian package catalog corpus, index it into a kvfts database, run
+# searches, and read documents back by key, through lookups and by counter
+# range.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -26,6 +27,19 @@ step "load the catalog" $K load "$corpus" --key 'pkg::{package}'
 step "statistics" $K stats
 step "an index entry: which packages mention 'bourne' (the seeds' form)" \
     $K term description bourne --limit 5
+search() {
+    printf '\n== search: %s\n$ kvfts search %q --limit 5 --keys\n' "$1" "$2"
+    $K search "$2" --limit 5 --keys
+}
+search "one term" 'shell'
+search "every word (AND)" 'python testing framework'
+search "a phrase" '"regular expression"'
+search "a prefix" 'compres*'
+search "a field filter" 'section:python yaml'
+search "OR and NOT" '(bash OR zsh) -completion'
+printf '\n== the top hit of a search, with its document, as a table\n'
+printf '$ kvfts search %q --limit 3 --format table\n' 'fast json parser'
+$K search 'fast json parser' --limit 3 --format table
 printf '\n== the most common terms of the section field starting with "py"\n$ %s\n' "$K terms section py"
 $K terms section py | first 5
 step "multi-get by key (a missing key is reported, not fatal)" \
