@@ -195,6 +195,7 @@ void idx_block_free(idx_block *b)
     kv_free(b->tfs);
     kv_free(b->poff);
     kv_free(b->pos);
+    kv_free(b->tmp);
     memset(b, 0, sizeof *b);
 }
 
@@ -262,10 +263,16 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     if (rc)
         return rc;
     /* The decoder may load past the end of a stream: decode from a copy
-     * with slack (the streams are small). */
-    unsigned char *tmp = kv_malloc((size_t)(idb + tfb + posb) + IDX_SLACK);
-    if (!tmp)
-        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+     * with slack (the streams are small), in a scratch kept by the block. */
+    size_t need = (size_t)(idb + tfb + posb) + IDX_SLACK;
+    if (need > b->tmpcap) {
+        unsigned char *t = kv_realloc(b->tmp, need * 2);
+        if (!t)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        b->tmp = t;
+        b->tmpcap = need * 2;
+    }
+    unsigned char *tmp = b->tmp;
     memcpy(tmp, p, (size_t)(idb + tfb + posb));
     b->ids[0] = first;
     if (cnt > 1)
@@ -275,19 +282,14 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     uint32_t mtf = 0;
     for (uint32_t i = 0; i < cnt; i++) {
         b->tfs[i] += 1;
-        if (b->tfs[i] == 0 ||
-            (i > 0 && b->ids[i] <= b->ids[i - 1])) {
-            kv_free(tmp);
+        if (b->tfs[i] == 0 || (i > 0 && b->ids[i] <= b->ids[i - 1]))
             goto bad;
-        }
         if (b->tfs[i] > mtf)
             mtf = b->tfs[i];
         npos += b->tfs[i];
     }
-    if (b->ids[cnt - 1] != first + span || mtf != max_tf) {
-        kv_free(tmp);
+    if (b->ids[cnt - 1] != first + span || mtf != max_tf)
         goto bad;
-    }
     b->n = cnt;
     b->max_tf = mtf;
     b->npos = 0;
@@ -295,15 +297,11 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     if (b->decoded_positions) {
         if (npos > UINT32_MAX / 8 ||
             idx_svb_size(tmp + idb + tfb, posb, (uint32_t)npos, false) !=
-                posb) {
-            kv_free(tmp);
+                posb)
             goto bad;
-        }
         rc = idx_block_reserve(b, cnt, npos, err);
-        if (rc) {
-            kv_free(tmp);
+        if (rc)
             return rc;
-        }
         streamvbyte_decode(tmp + idb + tfb, b->pos, (uint32_t)npos);
         /* Gaps to positions, per document. */
         uint32_t k = 0;
@@ -312,17 +310,14 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
             uint64_t acc = 0;
             for (uint32_t j = 0; j < b->tfs[i]; j++, k++) {
                 acc += b->pos[k];
-                if (acc > UINT32_MAX || (j > 0 && b->pos[k] == 0)) {
-                    kv_free(tmp);
+                if (acc > UINT32_MAX || (j > 0 && b->pos[k] == 0))
                     goto bad;
-                }
                 b->pos[k] = (uint32_t)acc;
             }
         }
         b->poff[cnt] = k;
         b->npos = k;
     }
-    kv_free(tmp);
     return KVFTS_OK;
 bad:
     return kv_seterr(err, KVFTS_ECORRUPT, "corrupt postings block (%zu "

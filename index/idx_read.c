@@ -330,24 +330,43 @@ int idx_field_stats(kv_txn *txn, const char *field, size_t flen,
     return rc;
 }
 
-int idx_doc_field_len(kv_txn *txn, uint32_t docid, const char *field,
-                      size_t flen, uint32_t *len, kv_err *err)
+int idx_field_id(kv_txn *txn, const char *field, size_t flen, uint32_t *id,
+                 kv_err *err)
 {
     idx_field f;
-    *len = 0;
+    *id = 0;
     int rc = field_rec(txn, field, flen, &f, err);
     if (rc == KVFTS_ENOTFOUND)
         return KVFTS_OK;
-    if (rc)
-        return rc;
+    if (!rc)
+        *id = f.id;
+    return rc;
+}
+
+int idx_doc_len(kv_txn *txn, uint32_t docid, uint32_t field_id,
+                kv_buf *scratch, uint32_t *len, kv_err *err)
+{
+    *len = 0;
+    if (field_id == 0)
+        return KVFTS_OK;
     unsigned char id[4];
     kv_put_be32(id, docid);
-    kv_buf val = KV_BUF_INIT;
-    rc = kv_get(txn, KV_DOCLENS, id, 4, &val, false, err);
+    int rc = kv_get(txn, KV_DOCLENS, id, 4, scratch, false, err);
     if (!rc)
-        rc = idx_lens_find(val.data, val.len, f.id, len, err);
+        rc = idx_lens_find(scratch->data, scratch->len, field_id, len, err);
     else if (rc == KVFTS_ENOTFOUND)
         rc = KVFTS_OK;
+    return rc;
+}
+
+int idx_doc_field_len(kv_txn *txn, uint32_t docid, const char *field,
+                      size_t flen, uint32_t *len, kv_err *err)
+{
+    uint32_t fid;
+    kv_buf val = KV_BUF_INIT;
+    int rc = idx_field_id(txn, field, flen, &fid, err);
+    if (!rc)
+        rc = idx_doc_len(txn, docid, fid, &val, len, err);
     kv_buf_free(&val);
     return rc;
 }

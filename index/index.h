@@ -156,6 +156,14 @@ int idx_terms_scan(kv_txn *txn, const char *field, size_t flen,
 /** Statistics of a field for BM25: documents having it, sum of lengths. */
 int idx_field_stats(kv_txn *txn, const char *field, size_t flen,
                     uint64_t *docs, uint64_t *total_len, kv_err *err);
+/** The id of field @p field in the length records; 0 if it was never
+ *  indexed.  Look it up once, then use idx_doc_len() per document. */
+int idx_field_id(kv_txn *txn, const char *field, size_t flen, uint32_t *id,
+                 kv_err *err);
+/** Length (terms) of field @p field_id in document @p docid (0 if none),
+ *  reading through @p scratch (reused: no allocation once it is grown). */
+int idx_doc_len(kv_txn *txn, uint32_t docid, uint32_t field_id,
+                kv_buf *scratch, uint32_t *len, kv_err *err);
 /** Length (terms) of field @p field in document @p docid; 0 if none. */
 int idx_doc_field_len(kv_txn *txn, uint32_t docid, const char *field,
                       size_t flen, uint32_t *len, kv_err *err);
@@ -222,6 +230,8 @@ typedef struct idx_block {
     uint32_t max_tf;
     bool positions;      /* the block carries positions */
     bool decoded_positions; /* and pos/poff hold them */
+    unsigned char *tmp;  /* decode scratch (streams + slack), reused */
+    size_t tmpcap;
 } idx_block;
 
 void idx_block_init(idx_block *b);

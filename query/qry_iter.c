@@ -47,6 +47,7 @@ typedef struct qry_field {
     size_t len;
     uint64_t docs;        /* N */
     double avgdl;
+    uint32_t id;          /* id in the length records (0: never indexed) */
     uint32_t dl_doc;      /* document whose length dl is (0: none) */
     uint32_t dl;
 } qry_field;
@@ -55,6 +56,7 @@ struct qry_ctx {
     kv_txn *txn;
     qry_field *fields;
     size_t nfields, cap;
+    kv_buf lens;          /* scratch for length records: no allocation per hit */
 };
 
 int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err)
@@ -73,6 +75,7 @@ void qry_ctx_free(qry_ctx *cx)
     for (size_t i = 0; i < cx->nfields; i++)
         kv_free(cx->fields[i].name);
     kv_free(cx->fields);
+    kv_buf_free(&cx->lens);
     kv_free(cx);
 }
 
@@ -97,6 +100,8 @@ static int ctx_field(qry_ctx *cx, const char *name, size_t len, size_t *idx,
     memset(f, 0, sizeof *f);
     uint64_t total = 0;
     int rc = idx_field_stats(cx->txn, name, len, &f->docs, &total, err);
+    if (!rc)
+        rc = idx_field_id(cx->txn, name, len, &f->id, err);
     if (rc)
         return rc;
     f->avgdl = f->docs ? (double)total / (double)f->docs : 0.0;
@@ -113,8 +118,7 @@ static int ctx_dl(qry_ctx *cx, size_t field, uint32_t docid, double *dl,
 {
     qry_field *f = &cx->fields[field];
     if (f->dl_doc != docid) {
-        int rc = idx_doc_field_len(cx->txn, docid, f->name, f->len, &f->dl,
-                                   err);
+        int rc = idx_doc_len(cx->txn, docid, f->id, &cx->lens, &f->dl, err);
         if (rc)
             return rc;
         f->dl_doc = docid;
