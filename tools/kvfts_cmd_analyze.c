@@ -38,7 +38,7 @@ int cmd_analyze(int argc, char **argv)
         case 'f': field = optarg; break;
         case 'D': doc = true; break;
         case 'd': c.dir = optarg; break;
-        default: return EXIT_USAGE;
+        default: return tool_bad_option("analyze", argv);
         }
     }
     if (argc - optind > 1)

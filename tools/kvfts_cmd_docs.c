@@ -46,7 +46,7 @@ int cmd_init(int argc, char **argv)
         else if (o == 'c')
             config = optarg;
         else
-            return EXIT_USAGE;
+            return tool_bad_option("init", argv);
     }
     if (optind < argc)
         c.dir = argv[optind++];
@@ -103,7 +103,7 @@ int cmd_write(int argc, char **argv)
         } else if (o == 'a' && mode == KVFTS_UPSERT)
             auto_prefix = optarg;
         else
-            return too_many(cmd);
+            return tool_bad_option(cmd, argv);
     }
     int want = auto_prefix ? 1 : 2;
     if (argc - optind != want)
@@ -167,7 +167,7 @@ int cmd_del(int argc, char **argv)
                 return tool_error(EXIT_USAGE, "del: --cas takes a positive "
                                   "integer, not '%s'", optarg);
         } else
-            return too_many("del");
+            return tool_bad_option("del", argv);
     }
     if (argc - optind != 1)
         return too_many("del");
@@ -324,7 +324,7 @@ int cmd_get(int argc, char **argv)
         else if (o == 'r')
             range_prefix = optarg;
         else
-            return too_many("get");
+            return tool_bad_option("get", argv);
     }
     if (range_prefix ? argc - optind != 1 : argc - optind < 1)
         return too_many("get");
@@ -424,7 +424,7 @@ int cmd_incr(int argc, char **argv)
                 code = tool_error(EXIT_USAGE, "incr: bad DELTA '%s'", optarg);
             has_delta = true;
         } else
-            code = too_many("incr");
+            code = tool_bad_option("incr", av);
     }
     int npos = argc - optind;
     if (!code && (npos < 1 || npos > 2 || (npos == 2 && has_delta)))
@@ -475,7 +475,7 @@ int cmd_lookup(int argc, char **argv)
         else if (o == 'r')
             ref_only = true;
         else
-            return too_many("lookup");
+            return tool_bad_option("lookup", argv);
     }
     if (argc - optind != 2)
         return too_many("lookup");
@@ -512,22 +512,14 @@ int cmd_lookup(int argc, char **argv)
 
 int cmd_stats(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "db", required_argument, NULL, 'd' },
-        { NULL, 0, NULL, 0 }
-    };
     tool_common c = { NULL };
-    int o;
-    while ((o = getopt_long(argc, argv, "d:", opts, NULL)) != -1) {
-        if (o == 'd')
-            c.dir = optarg;
-        else
-            return too_many("stats");
-    }
+    int code = tool_db_opts(argc, argv, &c, NULL, "stats");
+    if (code)
+        return code;
     if (optind != argc)
         return too_many("stats");
     kvfts_db *db;
-    int code = tool_open(&db, &c, false, true);
+    code = tool_open(&db, &c, false, true);
     if (code)
         return code;
     kvfts_stats s;
@@ -550,22 +542,14 @@ int cmd_stats(int argc, char **argv)
 
 int cmd_config(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "db", required_argument, NULL, 'd' },
-        { NULL, 0, NULL, 0 }
-    };
     tool_common c = { NULL };
-    int o;
-    while ((o = getopt_long(argc, argv, "d:", opts, NULL)) != -1) {
-        if (o == 'd')
-            c.dir = optarg;
-        else
-            return too_many("config");
-    }
+    int code = tool_db_opts(argc, argv, &c, NULL, "config");
+    if (code)
+        return code;
     if (optind != argc)
         return too_many("config");
     kvfts_db *db;
-    int code = tool_open(&db, &c, false, true);
+    code = tool_open(&db, &c, false, true);
     if (code)
         return code;
     char *cfg;

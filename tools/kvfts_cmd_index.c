@@ -8,34 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int one_db_opt(int argc, char **argv, tool_common *c, uint64_t *limit,
-                      const char *cmd)
-{
-    static const struct option opts[] = {
-        { "limit", required_argument, NULL, 'l' },
-        { "db", required_argument, NULL, 'd' },
-        { NULL, 0, NULL, 0 }
-    };
-    int o;
-    while ((o = getopt_long(argc, argv, "d:", opts, NULL)) != -1) {
-        if (o == 'd')
-            c->dir = optarg;
-        else if (o == 'l' && limit) {
-            if (!tool_parse_u64(optarg, limit))
-                return tool_error(EXIT_USAGE, "%s: --limit takes a "
-                                  "number, not '%s'", cmd, optarg);
-        } else
-            return tool_error(EXIT_USAGE, "%s: bad option (see kvfts %s "
-                              "--help)", cmd, cmd);
-    }
-    return EXIT_OK;
-}
-
 int cmd_term(int argc, char **argv)
 {
     tool_common c = { NULL };
     uint64_t limit = 0;
-    int code = one_db_opt(argc, argv, &c, &limit, "term");
+    int code = tool_db_opts(argc, argv, &c, &limit, "term");
     if (code)
         return code;
     if (argc - optind != 2)
@@ -80,7 +57,7 @@ int cmd_terms(int argc, char **argv)
 {
     tool_common c = { NULL };
     list_state st = { 0, 0 };
-    int code = one_db_opt(argc, argv, &c, &st.limit, "terms");
+    int code = tool_db_opts(argc, argv, &c, &st.limit, "terms");
     if (code)
         return code;
     if (argc - optind < 1 || argc - optind > 2)
@@ -110,7 +87,7 @@ static int print_difference(void *payload, const char *what)
 int cmd_check(int argc, char **argv)
 {
     tool_common c = { NULL };
-    int code = one_db_opt(argc, argv, &c, NULL, "check");
+    int code = tool_db_opts(argc, argv, &c, NULL, "check");
     if (code)
         return code;
     if (optind != argc)
@@ -143,7 +120,7 @@ static void show_progress(void *payload, uint64_t done)
 int cmd_reindex(int argc, char **argv)
 {
     tool_common c = { NULL };
-    int code = one_db_opt(argc, argv, &c, NULL, "reindex");
+    int code = tool_db_opts(argc, argv, &c, NULL, "reindex");
     if (code)
         return code;
     if (optind != argc)

@@ -202,7 +202,7 @@ int cmd_load(int argc, char **argv)
         case 'q': o.quiet = true; break;
         default:
             free(id_tmpl);
-            return EXIT_USAGE;
+            return tool_bad_option("load", argv);
         }
     }
     int code = EXIT_OK;
@@ -430,7 +430,7 @@ int cmd_debian_catalog(int argc, char **argv)
         if (o == 't')
             trans = optarg;
         else
-            return EXIT_USAGE;
+            return tool_bad_option("debian-catalog", argv);
     }
     if (argc - optind > 1)
         return tool_error(EXIT_USAGE, "debian-catalog: at most one FILE");

@@ -247,8 +247,7 @@ int cmd_search(int argc, char **argv)
                                                  : KVFTS_SORT_SCORE;
             break;
         default:
-            return tool_error(EXIT_USAGE, "search: bad option (see kvfts "
-                              "search --help)");
+            return tool_bad_option("search", argv);
         }
     }
     if (argc - optind != !neg_query)

@@ -8,6 +8,7 @@
  */
 #include "tool.h"
 
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +131,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    opterr = 0;     /* the commands report bad options in one line */
     /* Global options before the command: -d DIR, --help, --version. */
     int i = 1;
     while (i < argc && argv[i][0] == '-') {

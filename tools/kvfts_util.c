@@ -6,6 +6,7 @@
 #include "tool.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -36,6 +37,16 @@ int tool_error(int code, const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return code;
+}
+
+int tool_bad_option(const char *cmd, char **argv)
+{
+    const char *arg = optind > 0 ? argv[optind - 1] : "?";
+    if (optopt && arg[0] == '-' && arg[1] != '-')
+        return tool_error(EXIT_USAGE, "%s: unknown or incomplete option "
+                          "'-%c' (see kvfts %s --help)", cmd, optopt, cmd);
+    return tool_error(EXIT_USAGE, "%s: unknown or incomplete option '%s' "
+                      "(see kvfts %s --help)", cmd, arg, cmd);
 }
 
 int tool_fail(kvfts_db *db, int status, const char *what)
@@ -218,4 +229,26 @@ void tool_progress_update(tool_progress *p, uint64_t docs, uint64_t bytes,
     if (final)
         fputc('\n', stderr);
     fflush(stderr);
+}
+
+int tool_db_opts(int argc, char **argv, tool_common *c, uint64_t *limit,
+                      const char *cmd)
+{
+    static const struct option opts[] = {
+        { "limit", required_argument, NULL, 'l' },
+        { "db", required_argument, NULL, 'd' },
+        { NULL, 0, NULL, 0 }
+    };
+    int o;
+    while ((o = getopt_long(argc, argv, "d:", opts, NULL)) != -1) {
+        if (o == 'd')
+            c->dir = optarg;
+        else if (o == 'l' && limit) {
+            if (!tool_parse_u64(optarg, limit))
+                return tool_error(EXIT_USAGE, "%s: --limit takes a "
+                                  "number, not '%s'", cmd, optarg);
+        } else
+            return tool_bad_option(cmd, argv);
+    }
+    return EXIT_OK;
 }

@@ -38,10 +38,19 @@ int tool_fail(kvfts_db *db, int status, const char *what);
 int tool_error(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/** "kvfts: CMD: unknown option 'X' (see kvfts CMD --help)" for the
+ *  argument getopt_long() just refused; returns EXIT_USAGE. */
+int tool_bad_option(const char *cmd, char **argv);
+
 /** Open the database named by -d / KVFTS_DB.  On failure prints the error
  *  and returns its exit status (non-zero); *out is then NULL. */
 int tool_open(kvfts_db **out, const tool_common *c, bool create,
               bool read_only);
+
+/** Parse the options of a command that takes only -d DIR / --db DIR and,
+ *  if @p limit is not NULL, --limit N.  Returns 0 or an exit status. */
+int tool_db_opts(int argc, char **argv, tool_common *c, uint64_t *limit,
+                 const char *cmd);
 
 /** Read a whole file ("-" = stdin) into a malloc'd buffer. */
 int tool_read_file(char **out, size_t *len, const char *path);

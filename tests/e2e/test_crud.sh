@@ -148,4 +148,9 @@ expect_stdout "{\"key\":\"only-in-db2\",\"cas\":$CASW,\"doc\":{\"w\":2}}"
 expect_exit 3 kv -d "$DB2" get a
 expect_error 2 "KVFTS_DB" env -u KVFTS_DB "$KVFTS_BIN" get a
 
+# An unknown option is one error line naming it, exit 2, for every command.
+for c in init put add replace del get incr lookup load stats config analyze \
+         term terms check reindex search debian-catalog; do
+    expect_error 2 "$c: unknown or incomplete option '--bogus'" kv "$c" --bogus x
+done
 finish
