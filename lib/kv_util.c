@@ -256,42 +256,16 @@ bool kv_utf8_valid(const char *str, size_t n, size_t *bad_at)
         }
         if (i >= n)
             break;
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
         uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            goto bad;      /* continuation byte, C0/C1 overlong, F5..FF */
+        size_t len = kv_utf8_decode(s, n, i, &cp);
+        if (len == 0) {
+            if (bad_at)
+                *bad_at = i;
+            return false;
         }
-        if (i + len > n)
-            goto bad;      /* truncated */
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                goto bad;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            goto bad;
         i += len;
     }
     return true;
-bad:
-    if (bad_at)
-        *bad_at = i;
-    return false;
 }
 
 void kv_put_be64(unsigned char *p, uint64_t v)

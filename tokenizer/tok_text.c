@@ -137,44 +137,11 @@ static inline bool is_mark(int32_t cp)
     return c >= UTF8PROC_CATEGORY_MN && c <= UTF8PROC_CATEGORY_ME;
 }
 
-/* Decode the code point at s[i] (i < n), strictly.  Returns its length in
- * bytes, or 0 if the bytes there are not well-formed UTF-8. */
+/* Decode the code point at s[i] (i < n), strictly (kv.h). */
 static inline size_t dec(const unsigned char *s, size_t n, size_t i,
                          uint32_t *out)
 {
-    unsigned c = s[i];
-    if (c < 0x80) {
-        *out = c;
-        return 1;
-    }
-    uint32_t cp;
-    size_t len;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;          /* stray continuation, C0/C1 overlong, F5..FF */
-    }
-    if (len > n - i)
-        return 0;          /* truncated */
-    for (size_t k = 1; k < len; k++) {
-        unsigned b = s[i + k];
-        if ((b & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (b & 0x3F);
-    }
-    if (len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)))
-        return 0;          /* overlong or surrogate */
-    if (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))
-        return 0;
-    *out = cp;
-    return len;
+    return kv_utf8_decode(s, n, i, out);
 }
 
 static inline size_t enc(char *o, uint32_t cp)
