@@ -279,8 +279,74 @@ int idx_block_reserve(idx_block *b, uint32_t ndocs, uint64_t npos,
     return KVFTS_OK;
 }
 
+/* Stage 2 of a decode: the term frequencies (checked against max_tf). */
+static int decode_tfs(idx_block *b, kv_err *err)
+{
+    streamvbyte_decode_0124(b->tmp + b->idb, b->tfs, b->n);
+    uint64_t npos = 0;
+    uint32_t mtf = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        b->tfs[i] += 1;
+        if (b->tfs[i] == 0)
+            goto bad;
+        if (b->tfs[i] > mtf)
+            mtf = b->tfs[i];
+        npos += b->tfs[i];
+    }
+    if (mtf != b->max_tf || npos > UINT32_MAX / 8)
+        goto bad;
+    b->npos_expected = (uint32_t)npos;
+    b->decoded = IDX_DECODE_TFS;
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt postings block (term "
+                     "frequencies, first id %u)", b->ids[0]);
+}
+
+/* Stage 3: positions, as gaps per document turned into positions. */
+static int decode_positions(idx_block *b, kv_err *err)
+{
+    uint32_t npos = b->npos_expected;
+    if (idx_svb_size(b->tmp + b->idb + b->tfb, b->posb, npos, false) !=
+        b->posb)
+        goto bad;
+    int rc = idx_block_reserve(b, b->n, npos, err);
+    if (rc)
+        return rc;
+    streamvbyte_decode(b->tmp + b->idb + b->tfb, b->pos, npos);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        b->poff[i] = k;
+        uint64_t acc = 0;
+        for (uint32_t j = 0; j < b->tfs[i]; j++, k++) {
+            acc += b->pos[k];
+            if (acc > UINT32_MAX || (j > 0 && b->pos[k] == 0))
+                goto bad;
+            b->pos[k] = (uint32_t)acc;
+        }
+    }
+    b->poff[b->n] = k;
+    b->npos = k;
+    b->decoded = IDX_DECODE_POSITIONS;
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt postings block "
+                     "(positions, first id %u)", b->ids[0]);
+}
+
+int idx_block_need(idx_block *b, int level, kv_err *err)
+{
+    int rc = KVFTS_OK;
+    if (level >= IDX_DECODE_TFS && b->decoded < IDX_DECODE_TFS)
+        rc = decode_tfs(b, err);
+    if (!rc && level >= IDX_DECODE_POSITIONS && b->positions &&
+        b->decoded < IDX_DECODE_POSITIONS)
+        rc = decode_positions(b, err);
+    return rc;
+}
+
 int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
-                     size_t len, bool want_positions, kv_err *err)
+                     size_t len, int level, kv_err *err)
 {
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
     uint64_t n, span, max_tf, idb, tfb, posb;
@@ -307,7 +373,8 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     if (rc)
         return rc;
     /* The decoder may load past the end of a stream: decode from a copy
-     * with slack (the streams are small), in a scratch kept by the block. */
+     * with slack, kept by the block so that the later stages (tfs,
+     * positions) decode from it when they are first needed. */
     size_t need = (size_t)(idb + tfb + posb) + IDX_SLACK;
     if (need > b->tmpcap) {
         unsigned char *t = kv_realloc(b->tmp, need * 2);
@@ -316,53 +383,23 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
         b->tmp = t;
         b->tmpcap = need * 2;
     }
-    unsigned char *tmp = b->tmp;
-    memcpy(tmp, p, (size_t)(idb + tfb + posb));
+    memcpy(b->tmp, p, (size_t)(idb + tfb + posb));
+    b->idb = (size_t)idb;
+    b->tfb = (size_t)tfb;
+    b->posb = (size_t)posb;
     b->ids[0] = first;
     if (cnt > 1)
-        streamvbyte_delta_decode(tmp, b->ids + 1, cnt - 1, first);
-    streamvbyte_decode_0124(tmp + idb, b->tfs, cnt);
-    uint64_t npos = 0;
-    uint32_t mtf = 0;
-    for (uint32_t i = 0; i < cnt; i++) {
-        b->tfs[i] += 1;
-        if (b->tfs[i] == 0 || (i > 0 && b->ids[i] <= b->ids[i - 1]))
+        streamvbyte_delta_decode(b->tmp, b->ids + 1, cnt - 1, first);
+    for (uint32_t i = 1; i < cnt; i++)
+        if (b->ids[i] <= b->ids[i - 1])
             goto bad;
-        if (b->tfs[i] > mtf)
-            mtf = b->tfs[i];
-        npos += b->tfs[i];
-    }
-    if (b->ids[cnt - 1] != first + span || mtf != max_tf)
+    if (b->ids[cnt - 1] != first + span)
         goto bad;
     b->n = cnt;
-    b->max_tf = mtf;
+    b->max_tf = (uint32_t)max_tf;
     b->npos = 0;
-    b->decoded_positions = b->positions && want_positions;
-    if (b->decoded_positions) {
-        if (npos > UINT32_MAX / 8 ||
-            idx_svb_size(tmp + idb + tfb, posb, (uint32_t)npos, false) !=
-                posb)
-            goto bad;
-        rc = idx_block_reserve(b, cnt, npos, err);
-        if (rc)
-            return rc;
-        streamvbyte_decode(tmp + idb + tfb, b->pos, (uint32_t)npos);
-        /* Gaps to positions, per document. */
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < cnt; i++) {
-            b->poff[i] = k;
-            uint64_t acc = 0;
-            for (uint32_t j = 0; j < b->tfs[i]; j++, k++) {
-                acc += b->pos[k];
-                if (acc > UINT32_MAX || (j > 0 && b->pos[k] == 0))
-                    goto bad;
-                b->pos[k] = (uint32_t)acc;
-            }
-        }
-        b->poff[cnt] = k;
-        b->npos = k;
-    }
-    return KVFTS_OK;
+    b->decoded = IDX_DECODE_IDS;
+    return idx_block_need(b, level, err);
 bad:
     return kv_seterr(err, KVFTS_ECORRUPT, "corrupt postings block (%zu "
                      "bytes, first id %u)", len, first);

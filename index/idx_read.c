@@ -105,8 +105,8 @@ static int load_block(idx_postings *p, int rc, kv_err *err)
     kv_buf_reset(&p->raw);
     rc = kv_buf_append(&p->raw, v, vl, err);
     if (!rc)
-        rc = idx_block_decode(&p->blk, first, p->raw.data, p->raw.len, false,
-                              err);
+        rc = idx_block_decode(&p->blk, first, p->raw.data, p->raw.len,
+                              IDX_DECODE_IDS, err);
     if (rc)
         return rc;
     p->first = first;
@@ -208,8 +208,21 @@ uint32_t idx_postings_docid(const idx_postings *p)
     return p->blk.ids[p->i];
 }
 
+int idx_postings_need(idx_postings *p, int level, kv_err *err)
+{
+    return idx_block_need(&p->blk, level, err);
+}
+
+/* The block's tfs and positions are decoded when first asked for (a count
+ * or an intersection needs neither).  The iterator is const to callers; the
+ * decoding state inside is not. */
 uint32_t idx_postings_tf(const idx_postings *p)
 {
+    idx_postings *q = (idx_postings *)p;
+    kv_err e = KV_ERR_INIT;
+    if (q->blk.decoded < IDX_DECODE_TFS &&
+        idx_block_need(&q->blk, IDX_DECODE_TFS, &e) != KVFTS_OK)
+        return 0;          /* corrupt: tf 0 never occurs otherwise */
     return p->blk.tfs[p->i];
 }
 
@@ -217,17 +230,10 @@ const uint32_t *idx_postings_positions(const idx_postings *p)
 {
     if (!p->blk.positions)
         return NULL;
-    if (!p->blk.decoded_positions) {
-        /* Decode this block again, positions included (the iterator is
-         * const to callers; the cache inside is not). */
-        idx_postings *q = (idx_postings *)p;
-        kv_err e = KV_ERR_INIT;
-        uint32_t i = q->i;
-        if (idx_block_decode(&q->blk, q->first, q->raw.data, q->raw.len, true,
-                             &e) != KVFTS_OK)
-            return NULL;
-        q->i = i;
-    }
+    idx_postings *q = (idx_postings *)p;
+    kv_err e = KV_ERR_INIT;
+    if (idx_block_need(&q->blk, IDX_DECODE_POSITIONS, &e) != KVFTS_OK)
+        return NULL;
     return p->blk.pos + p->blk.poff[p->i];
 }
 

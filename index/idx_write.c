@@ -854,8 +854,8 @@ static int term_apply(idx_writer *w, kv_txn *txn, size_t tklen,
     if (rc == KVFTS_ENOTFOUND)
         rc = kv_seterr(err, KVFTS_ECORRUPT, "postings block vanished");
     if (!rc)
-        rc = idx_block_decode(&w->blk, first, w->val2.data, w->val2.len, true,
-                              err);
+        rc = idx_block_decode(&w->blk, first, w->val2.data, w->val2.len,
+                              IDX_DECODE_POSITIONS, err);
     uint32_t old_tf = 0;
     if (!rc)
         rc = block_edit(&w->blk, &w->out, docid, tf, pos, &old_tf, err);
@@ -1030,7 +1030,7 @@ static int flush_term(idx_writer *w, kv_txn *txn, const keyref *k,
                            "missing");
         if (!rc)
             rc = idx_block_decode(b, h.lastblk, w->val2.data, w->val2.len,
-                                  true, err);
+                                  IDX_DECODE_POSITIONS, err);
         if (!rc)
             rc = block_append(w, b, recs, n, err);
         uint32_t nb = 0, lf = 0;

@@ -136,6 +136,12 @@ int idx_postings_next(idx_postings *p, kv_err *err);
  *  skips whole blocks by their keys. */
 int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err);
 uint32_t idx_postings_docid(const idx_postings *p);
+/** Decode the current block up to @p level (IDX_DECODE_TFS or
+ *  IDX_DECODE_POSITIONS, below): tf and positions are decoded on first use,
+ *  so this is where damage to those streams is reported (KVFTS_ECORRUPT).
+ *  Without it, idx_postings_tf() gives 0 and idx_postings_positions() NULL
+ *  for a damaged block. */
+int idx_postings_need(idx_postings *p, int level, kv_err *err);
 uint32_t idx_postings_tf(const idx_postings *p);
 /** Positions of the current posting (tf of them, ascending); NULL if the
  *  term has none stored.  Borrowed until the iterator moves. */
@@ -229,19 +235,27 @@ typedef struct idx_block {
     uint32_t npos, pcap;
     uint32_t max_tf;
     bool positions;      /* the block carries positions */
-    bool decoded_positions; /* and pos/poff hold them */
-    unsigned char *tmp;  /* decode scratch (streams + slack), reused */
+    int decoded;         /* IDX_DECODE_*: what ids/tfs/pos hold so far */
+    unsigned char *tmp;  /* the block's streams (+ slack) as decoded from */
     size_t tmpcap;
+    size_t idb, tfb, posb;  /* stream sizes in tmp */
+    uint32_t npos_expected; /* sum of tfs, once they are decoded */
 } idx_block;
+
+/* How much of a block to decode: ids only (counting, intersecting), ids and
+ * term frequencies (scoring), or everything (phrases, writers). */
+enum { IDX_DECODE_IDS = 0, IDX_DECODE_TFS = 1, IDX_DECODE_POSITIONS = 2 };
 
 void idx_block_init(idx_block *b);
 void idx_block_free(idx_block *b);
 int idx_block_reserve(idx_block *b, uint32_t ndocs, uint64_t npos,
                       kv_err *err);
-/** Decode a stored block whose key says @p first (its positions only if
- *  @p want_positions).  KVFTS_ECORRUPT on any inconsistency. */
+/** Decode a stored block whose key says @p first, up to @p level
+ *  (IDX_DECODE_*).  KVFTS_ECORRUPT on any inconsistency found. */
 int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
-                     size_t len, bool want_positions, kv_err *err);
+                     size_t len, int level, kv_err *err);
+/** Decode more of the last decoded block, up to @p level. */
+int idx_block_need(idx_block *b, int level, kv_err *err);
 /** Encode documents [from, to) of @p b (its first id goes in the key). */
 int idx_block_encode(const idx_block *b, uint32_t from, uint32_t to,
                      kv_buf *out, kv_err *err);

@@ -246,6 +246,8 @@ static int term_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     term_it *t = (term_it *)it;
     double dl;
     int rc = ctx_dl(cx, t->field, it->docid, &dl, err);
+    if (!rc)   /* tfs are decoded on first use: a damaged stream shows here */
+        rc = idx_postings_need(t->p, IDX_DECODE_TFS, err);
     if (!rc)
         *sum += qry_bm25(t->idf, idx_postings_tf(t->p), dl,
                          cx->fields[t->field].avgdl);

@@ -82,7 +82,7 @@ static void test_block_roundtrip(void **state)
         random_block(&b, n, pos);
         assert_int_equal(idx_block_encode(&b, 0, n, &buf, &err), 0);
         assert_int_equal(idx_block_decode(&d, b.ids[0], buf.data, buf.len,
-                                          true, &err), 0);
+                                          IDX_DECODE_POSITIONS, &err), 0);
         assert_true(d.positions == pos);
         assert_same_block(&b, &d);
         uint32_t max_tf = 0;
@@ -92,14 +92,14 @@ static void test_block_roundtrip(void **state)
         assert_int_equal(d.max_tf, max_tf);
         /* Without positions, ids and tfs still decode. */
         assert_int_equal(idx_block_decode(&d, b.ids[0], buf.data, buf.len,
-                                          false, &err), 0);
+                                          IDX_DECODE_IDS, &err), 0);
         assert_memory_equal(d.ids, b.ids, (size_t)n * 4);
         /* A sub-range encodes as its own block. */
         if (n > 2) {
             uint32_t from = 1 + rnd(n - 2);
             assert_int_equal(idx_block_encode(&b, from, n, &buf, &err), 0);
             assert_int_equal(idx_block_decode(&d, b.ids[from], buf.data,
-                                              buf.len, true, &err), 0);
+                                              buf.len, IDX_DECODE_POSITIONS, &err), 0);
             assert_int_equal(d.n, n - from);
             assert_memory_equal(d.ids, b.ids + from, (size_t)(n - from) * 4);
         }
@@ -134,7 +134,7 @@ static void test_block_corruption(void **state)
         for (size_t cut = 0; cut < len; cut++) {
             char *copy = malloc(cut + 1);
             memcpy(copy, buf.data, cut);
-            assert_int_equal(idx_block_decode(&d, b.ids[0], copy, cut, true,
+            assert_int_equal(idx_block_decode(&d, b.ids[0], copy, cut, IDX_DECODE_POSITIONS,
                                               &err), KVFTS_ECORRUPT);
             free(copy);
         }
@@ -143,7 +143,7 @@ static void test_block_corruption(void **state)
             char *copy = malloc(len);
             memcpy(copy, buf.data, len);
             copy[rnd((uint32_t)len)] ^= (char)(1 + rnd(255));
-            int rc = idx_block_decode(&d, b.ids[0], copy, len, true, &err);
+            int rc = idx_block_decode(&d, b.ids[0], copy, len, IDX_DECODE_POSITIONS, &err);
             if (rc == KVFTS_OK) {
                 for (uint32_t i = 1; i < d.n; i++)
                     assert_true(d.ids[i] > d.ids[i - 1]);
@@ -159,7 +159,7 @@ static void test_block_corruption(void **state)
     random_block(&b, 10, true);
     assert_int_equal(idx_block_encode(&b, 0, 10, &buf, &err), 0);
     assert_int_equal(kv_buf_append(&buf, "x", 1, &err), 0);
-    assert_int_equal(idx_block_decode(&d, b.ids[0], buf.data, buf.len, true,
+    assert_int_equal(idx_block_decode(&d, b.ids[0], buf.data, buf.len, IDX_DECODE_POSITIONS,
                                       &err), KVFTS_ECORRUPT);
     idx_block_free(&b);
     idx_block_free(&d);
