@@ -51,7 +51,7 @@
 
 /* ---- growable arrays ---------------------------------------------------- */
 
-static int grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
+int idx__grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
                 kv_err *err)
 {
     if (need <= *cap)
@@ -72,15 +72,6 @@ static int grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
 
 /* ---- string table: byte strings -> dense ids ---------------------------- */
 
-typedef struct strtab {
-    kv_buf arena;        /* the strings back to back */
-    uint32_t *off;       /* per id: offset in arena */
-    uint32_t *len;       /* per id: length */
-    uint32_t *hash;      /* per id: low bits of the hash */
-    uint32_t n, cap;
-    uint32_t *slots;     /* open addressing: id + 1; 0 = empty */
-    uint32_t nslots;     /* a power of two, > 2 n */
-} strtab;
 
 static void strtab_free(strtab *t)
 {
@@ -100,7 +91,7 @@ static void strtab_reset(strtab *t)
         memset(t->slots, 0, (size_t)t->nslots * sizeof *t->slots);
 }
 
-static const char *strtab_str(const strtab *t, uint32_t id, uint32_t *len)
+const char *idx__strtab_str(const strtab *t, uint32_t id, uint32_t *len)
 {
     *len = t->len[id];
     return t->arena.data + t->off[id];
@@ -124,7 +115,7 @@ static int strtab_rehash(strtab *t, uint32_t nslots, kv_err *err)
 }
 
 /* True if s is in the table. */
-static bool strtab_has(const strtab *t, const char *s, size_t n)
+bool idx__strtab_has(const strtab *t, const char *s, size_t n)
 {
     if (!t->n)
         return false;
@@ -140,7 +131,7 @@ static bool strtab_has(const strtab *t, const char *s, size_t n)
 }
 
 /* Find s, adding it if absent.  *added tells which. */
-static int strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
+int idx__strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
                       bool *added, kv_err *err)
 {
     int rc;
@@ -190,12 +181,6 @@ static int strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
     return KVFTS_OK;
 }
 
-/* Sorting ids by their strings (qsort has no context argument). */
-typedef struct keyref {
-    const char *s;
-    uint32_t len;
-    uint32_t id;
-} keyref;
 
 static int keyref_cmp(const void *a, const void *b)
 {
@@ -209,21 +194,6 @@ static int keyref_cmp(const void *a, const void *b)
 
 /* ---- one version of a document: its sorted terms ------------------------ */
 
-typedef struct dterms {
-    bool present;
-    strtab keys;          /* "field\0term" -> entry */
-    uint32_t *tf, *flen;  /* per entry */
-    uint32_t ecap, fcap;
-    uint32_t *occ_e, *occ_p;  /* occurrences, in emission order */
-    uint32_t nocc, ocap_e, ocap_p, pcap;
-    uint32_t *pstart;     /* per entry (+1): start in pos */
-    uint32_t *pos;        /* positions grouped by entry */
-    uint32_t scap;
-    keyref *order;        /* entries sorted by key */
-    uint32_t kcap;
-    kv_buf scratch;       /* key being built */
-    kv_err *err;
-} dterms;
 
 static void dterms_free(dterms *d)
 {
@@ -257,21 +227,21 @@ static int on_term(void *payload, const tok_term *t)
     uint32_t id;
     bool added;
     if (!rc)
-        rc = strtab_put(&d->keys, d->scratch.data, d->scratch.len, &id,
+        rc = idx__strtab_put(&d->keys, d->scratch.data, d->scratch.len, &id,
                         &added, err);
     if (rc)
         return rc;
     if (added) {
-        if ((rc = grow(&d->tf, &d->ecap, id + 1, 4, err)) != 0)
+        if ((rc = idx__grow(&d->tf, &d->ecap, id + 1, 4, err)) != 0)
             return rc;
-        if ((rc = grow(&d->flen, &d->fcap, id + 1, 4, err)) != 0)
+        if ((rc = idx__grow(&d->flen, &d->fcap, id + 1, 4, err)) != 0)
             return rc;
         d->tf[id] = 0;
         d->flen[id] = (uint32_t)t->field_len;
     }
     d->tf[id]++;
-    if ((rc = grow(&d->occ_e, &d->ocap_e, d->nocc + 1, 4, err)) != 0 ||
-        (rc = grow(&d->occ_p, &d->ocap_p, d->nocc + 1, 4, err)) != 0)
+    if ((rc = idx__grow(&d->occ_e, &d->ocap_e, d->nocc + 1, 4, err)) != 0 ||
+        (rc = idx__grow(&d->occ_p, &d->ocap_p, d->nocc + 1, 4, err)) != 0)
         return rc;
     d->occ_e[d->nocc] = id;
     d->occ_p[d->nocc] = t->pos;
@@ -293,11 +263,11 @@ static int dterms_build(dterms *d, tok_analysis *a, const char *json,
     if (rc)
         return rc;
     uint32_t n = d->keys.n;
-    if ((rc = grow(&d->pstart, &d->scap, (uint64_t)n + 1, 4, err)) != 0)
+    if ((rc = idx__grow(&d->pstart, &d->scap, (uint64_t)n + 1, 4, err)) != 0)
         return rc;
-    if ((rc = grow(&d->pos, &d->pcap, d->nocc, 4, err)) != 0)
+    if ((rc = idx__grow(&d->pos, &d->pcap, d->nocc, 4, err)) != 0)
         return rc;
-    if ((rc = grow(&d->order, &d->kcap, n, sizeof(keyref), err)) != 0)
+    if ((rc = idx__grow(&d->order, &d->kcap, n, sizeof(keyref), err)) != 0)
         return rc;
     /* Group positions by entry (counting sort; emission order within an
      * entry is position order), dropping repeats of one position. */
@@ -318,7 +288,7 @@ static int dterms_build(dterms *d, tok_analysis *a, const char *json,
     }
     for (uint32_t e = 0; e < n; e++) {
         uint32_t l;
-        d->order[e].s = strtab_str(&d->keys, e, &l);
+        d->order[e].s = idx__strtab_str(&d->keys, e, &l);
         d->order[e].len = l;
         d->order[e].id = e;
     }
@@ -329,39 +299,7 @@ static int dterms_build(dterms *d, tok_analysis *a, const char *json,
 
 /* ---- the writer --------------------------------------------------------- */
 
-typedef struct field_state {
-    uint32_t id;          /* 0 = not known yet */
-    int64_t ddocs;        /* pending change of the field statistics */
-    int64_t dlen;
-} field_state;
 
-struct idx_writer {
-    tok_analysis *a;
-    size_t mem_limit;
-    bool buffering;
-    bool positions;
-    bool dry;             /* check mode: analyze into memory, write nothing */
-    struct exp_len { uint32_t docid, field, len; } *exp;  /* dry: lengths */
-    uint32_t nexp, expcap;
-    uint64_t skipped;     /* too-long tokens of new versions, not yet saved */
-    dterms old, neu;      /* the last prepared change */
-    /* the bulk buffer */
-    strtab bterms;        /* buffered term keys -> term id */
-    uint32_t *rec_term, *rec_doc, *rec_tf, *rec_pos;
-    uint32_t nrec, cap_t, cap_d, cap_f, cap_p;
-    uint32_t *bpos;
-    uint32_t nbpos, cap_bpos;
-    strtab bdocs;         /* doc ids (4 bytes) with buffered postings */
-    /* fields */
-    strtab fnames;        /* field name -> index in fs */
-    field_state *fs;
-    uint32_t fscap;
-    /* scratch */
-    kv_buf key, val, val2;
-    idx_block blk, out;
-    idx_len *lens;        /* the document's field lengths being built */
-    uint32_t nlens, lcap;
-};
 
 int idx_writer_new(idx_writer **out, tok_analysis *a, size_t mem_limit,
                    kv_err *err)
@@ -415,7 +353,7 @@ void idx_writer_buffering(idx_writer *w, bool on)
 }
 
 /* Memory held for the buffer: what is allocated, not what is used, since
- * arrays grow by doubling; plus what a flush will allocate to sort it. */
+ * arrays idx__grow by doubling; plus what a flush will allocate to sort it. */
 static size_t strtab_bytes(const strtab *t)
 {
     return t->arena.cap + (size_t)t->cap * 12 + (size_t)t->nslots * 4;
@@ -478,10 +416,10 @@ static int field_get(idx_writer *w, kv_txn *txn, const char *name,
 {
     uint32_t i;
     bool added;
-    int rc = strtab_put(&w->fnames, name, nlen, &i, &added, err);
+    int rc = idx__strtab_put(&w->fnames, name, nlen, &i, &added, err);
     if (rc)
         return rc;
-    if ((rc = grow(&w->fs, &w->fscap, i + 1, sizeof *w->fs, err)) != 0)
+    if ((rc = idx__grow(&w->fs, &w->fscap, i + 1, sizeof *w->fs, err)) != 0)
         return rc;
     field_state *f = &w->fs[i];
     if (added)
@@ -548,7 +486,7 @@ static int fields_flush(idx_writer *w, kv_txn *txn, kv_err *err)
         if (!f->ddocs && !f->dlen)
             continue;
         uint32_t nlen;
-        const char *name = strtab_str(&w->fnames, i, &nlen);
+        const char *name = idx__strtab_str(&w->fnames, i, &nlen);
         idx_field rec;
         int rc = idx_key_field(&w->key, name, nlen, err);
         if (!rc)
@@ -618,7 +556,7 @@ static int count_field(idx_writer *w, kv_txn *txn, const char *name,
     f->dlen += sign * (int64_t)len;
     if (sign > 0) {           /* for the new version's length record */
         uint32_t k = w->nlens;
-        if ((rc = grow(&w->lens, &w->lcap, k + 1, sizeof *w->lens, err)) != 0)
+        if ((rc = idx__grow(&w->lens, &w->lcap, k + 1, sizeof *w->lens, err)) != 0)
             return rc;
         w->lens[k].field_id = f->id;
         w->lens[k].len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
@@ -922,17 +860,17 @@ static int buffer_add(idx_writer *w, const keyref *k, uint32_t docid,
 {
     uint32_t t;
     bool added;
-    int rc = strtab_put(&w->bterms, k->s, k->len, &t, &added, err);
+    int rc = idx__strtab_put(&w->bterms, k->s, k->len, &t, &added, err);
     if (rc)
         return rc;
     uint32_t i = w->nrec;
-    if ((rc = grow(&w->rec_term, &w->cap_t, i + 1, 4, err)) ||
-        (rc = grow(&w->rec_doc, &w->cap_d, i + 1, 4, err)) ||
-        (rc = grow(&w->rec_tf, &w->cap_f, i + 1, 4, err)) ||
-        (rc = grow(&w->rec_pos, &w->cap_p, i + 1, 4, err)))
+    if ((rc = idx__grow(&w->rec_term, &w->cap_t, i + 1, 4, err)) ||
+        (rc = idx__grow(&w->rec_doc, &w->cap_d, i + 1, 4, err)) ||
+        (rc = idx__grow(&w->rec_tf, &w->cap_f, i + 1, 4, err)) ||
+        (rc = idx__grow(&w->rec_pos, &w->cap_p, i + 1, 4, err)))
         return rc;
     uint32_t np = w->positions ? tf : 0;
-    if ((rc = grow(&w->bpos, &w->cap_bpos, (uint64_t)w->nbpos + np, 4, err)))
+    if ((rc = idx__grow(&w->bpos, &w->cap_bpos, (uint64_t)w->nbpos + np, 4, err)))
         return rc;
     w->rec_term[i] = t;
     w->rec_doc[i] = docid;
@@ -944,13 +882,8 @@ static int buffer_add(idx_writer *w, const keyref *k, uint32_t docid,
     return KVFTS_OK;
 }
 
-/* Records of one term, as an idx_block (sorted by doc id). */
-typedef struct recref {
-    uint32_t doc;
-    uint32_t rec;
-} recref;
 
-static int recref_cmp(const void *a, const void *b)
+int idx__recref_cmp(const void *a, const void *b)
 {
     const recref *x = a, *y = b;
     return x->doc < y->doc ? -1 : x->doc > y->doc;
@@ -989,7 +922,7 @@ static int flush_term(idx_writer *w, kv_txn *txn, const keyref *k,
     /* Doc ids are ascending unless a replaced document's old id is here. */
     for (uint32_t i = 1; i < n; i++)
         if (recs[i].doc <= recs[i - 1].doc) {
-            qsort(recs, n, sizeof *recs, recref_cmp);
+            qsort(recs, n, sizeof *recs, idx__recref_cmp);
             break;
         }
     kv_buf_reset(&w->key);
@@ -1060,16 +993,8 @@ static int flush_term(idx_writer *w, kv_txn *txn, const keyref *k,
     return rc;
 }
 
-/* The buffered records grouped by term (counting sort, stable) with the
- * terms in key order.  Caller frees the three arrays. */
-typedef struct grouped {
-    uint32_t *start;      /* per term id (+1): its records in recs */
-    recref *recs;
-    keyref *order;        /* terms sorted by key */
-    uint32_t nterms;
-} grouped;
 
-static void grouped_free(grouped *g)
+void idx__grouped_free(grouped *g)
 {
     kv_free(g->start);
     kv_free(g->recs);
@@ -1077,7 +1002,7 @@ static void grouped_free(grouped *g)
     memset(g, 0, sizeof *g);
 }
 
-static int buffer_group(idx_writer *w, grouped *g, kv_err *err)
+int idx__buffer_group(idx_writer *w, grouped *g, kv_err *err)
 {
     uint32_t nt = w->bterms.n;
     memset(g, 0, sizeof *g);
@@ -1086,7 +1011,7 @@ static int buffer_group(idx_writer *w, grouped *g, kv_err *err)
     g->recs = kv_malloc(((size_t)w->nrec + 1) * sizeof *g->recs);
     g->order = kv_malloc(((size_t)nt + 1) * sizeof *g->order);
     if (!g->start || !g->recs || !g->order) {
-        grouped_free(g);
+        idx__grouped_free(g);
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     }
     for (uint32_t i = 0; i < w->nrec; i++)
@@ -1102,7 +1027,7 @@ static int buffer_group(idx_writer *w, grouped *g, kv_err *err)
     g->start[0] = 0;
     for (uint32_t t = 0; t < nt; t++) {
         uint32_t l;
-        g->order[t].s = strtab_str(&w->bterms, t, &l);
+        g->order[t].s = idx__strtab_str(&w->bterms, t, &l);
         g->order[t].len = l;
         g->order[t].id = t;
     }
@@ -1117,13 +1042,13 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
     if (w->nrec && !w->dry) {
         /* Terms in key order: the B-tree is written front to back. */
         grouped g;
-        rc = buffer_group(w, &g, err);
+        rc = idx__buffer_group(w, &g, err);
         for (uint32_t i = 0; !rc && i < g.nterms; i++) {
             uint32_t t = g.order[i].id;
             rc = flush_term(w, txn, &g.order[i], g.recs + g.start[t],
                             g.start[t + 1] - g.start[t], err);
         }
-        grouped_free(&g);
+        idx__grouped_free(&g);
     }
     if (!rc)
         rc = fields_flush(w, txn, err);
@@ -1165,7 +1090,7 @@ int idx_doc_apply(idx_writer *w, kv_txn *txn, uint32_t docid, kv_err *err)
     unsigned char idb[4];
     kv_put_be32(idb, docid);
     if (w->buffering && o->present &&
-        strtab_has(&w->bdocs, (const char *)idb, 4)) {
+        idx__strtab_has(&w->bdocs, (const char *)idb, 4)) {
         /* Its earlier version is still in the buffer: merge that first. */
         rc = idx_flush(w, txn, err);
         if (rc)
@@ -1199,7 +1124,7 @@ int idx_doc_apply(idx_writer *w, kv_txn *txn, uint32_t docid, kv_err *err)
     if (w->buffering && nn) {
         uint32_t id;
         bool added;
-        rc = strtab_put(&w->bdocs, (const char *)idb, 4, &id, &added, err);
+        rc = idx__strtab_put(&w->bdocs, (const char *)idb, 4, &id, &added, err);
         if (rc)
             return rc;
     }
@@ -1215,7 +1140,7 @@ int idx_doc_apply(idx_writer *w, kv_txn *txn, uint32_t docid, kv_err *err)
         return rc;
     if (w->dry) {
         for (uint32_t k = 0; k < w->nlens; k++) {
-            if ((rc = grow(&w->exp, &w->expcap, (uint64_t)w->nexp + 1,
+            if ((rc = idx__grow(&w->exp, &w->expcap, (uint64_t)w->nexp + 1,
                            sizeof *w->exp, err)) != 0)
                 return rc;
             w->exp[w->nexp++] = (struct exp_len){ docid, w->lens[k].field_id,
@@ -1272,356 +1197,5 @@ int idx_clear(kv_txn *txn, kv_err *err)
         if (rc == KVFTS_ENOTFOUND)
             rc = KVFTS_OK;
     }
-    return rc;
-}
-
-/* ---- rebuilding --------------------------------------------------------- */
-
-/* Feed every stored document to a writer (which writes, or in dry mode
- * gathers). */
-typedef struct feed {
-    idx_writer *w;
-    kv_txn *txn;
-    idx_progress_fn progress;
-    void *payload;
-    uint64_t n;
-} feed;
-
-static int feed_doc(void *payload, const char *k, size_t kl, const kv_doc *d,
-                    kv_err *err)
-{
-    feed *f = payload;
-    int rc = idx_doc_prepare(f->w, NULL, 0, d->json, d->json_len, err);
-    if (rc == KVFTS_EINVAL) {
-        kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
-        err->code = rc = KVFTS_ECORRUPT;   /* it was accepted once */
-    }
-    if (!rc)
-        rc = idx_doc_apply(f->w, f->txn, d->docid, err);
-    if (!rc && !f->w->dry && idx_flush_due(f->w))
-        rc = idx_flush(f->w, f->txn, err);
-    if (!rc && ++f->n % 1000 == 0 && f->progress)
-        f->progress(f->payload, f->n);
-    return rc;
-}
-
-static int each_document(idx_writer *w, kv_txn *txn, idx_progress_fn progress,
-                         void *payload, uint64_t *ndocs, kv_err *err)
-{
-    feed f = { w, txn, progress, payload, 0 };
-    int rc = kv_doc_scan(txn, feed_doc, &f, err);
-    *ndocs = f.n;
-    return rc;
-}
-
-int idx_rebuild(kv_txn *txn, tok_analysis *a, size_t mem_limit,
-                idx_progress_fn progress, void *payload, kv_err *err)
-{
-    idx_writer *w = NULL;
-    int rc = idx_clear(txn, err);
-    if (!rc)
-        rc = idx_writer_new(&w, a, mem_limit, err);
-    uint64_t n = 0;
-    if (!rc) {
-        w->buffering = true;
-        rc = each_document(w, txn, progress, payload, &n, err);
-    }
-    if (!rc)
-        rc = idx_flush(w, txn, err);
-    if (!rc && progress)
-        progress(payload, n);
-    idx_writer_free(w);
-    return rc;
-}
-
-/* ---- checking ----------------------------------------------------------- */
-
-#define MAX_REPORTS 1000
-
-typedef struct checker {
-    idx_writer *w;
-    kv_txn *txn;
-    idx_report_fn report;
-    void *payload;
-    uint64_t found;
-    kv_buf msg;
-    kv_buf key;
-    kv_err *err;
-    struct fname { uint32_t id; uint32_t idx; } *ids;   /* stored id -> ours */
-    uint32_t nids, idcap;
-} checker;
-
-static int differ(checker *ck, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int differ(checker *ck, const char *fmt, ...)
-{
-    ck->found++;
-    if (ck->found > MAX_REPORTS || !ck->report)
-        return KVFTS_OK;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    return ck->report(ck->payload, line);
-}
-
-/* The user key of a doc id, for messages ("#ID" if even that is gone). */
-static const char *doc_name(checker *ck, uint32_t docid)
-{
-    kv_err e = KV_ERR_INIT;
-    if (kv_docid_key(ck->txn, docid, &ck->key, &e) == KVFTS_OK)
-        return ck->key.data;
-    kv_buf_reset(&ck->key);
-    kv_buf_appendf(&ck->key, NULL, "#%u", docid);
-    return ck->key.data ? ck->key.data : "?";
-}
-
-static int check_term(checker *ck, const keyref *k, recref *recs, uint32_t n)
-{
-    idx_writer *w = ck->w;
-    kv_err *err = ck->err;
-    for (uint32_t i = 1; i < n; i++)
-        if (recs[i].doc <= recs[i - 1].doc) {
-            qsort(recs, n, sizeof *recs, recref_cmp);
-            break;
-        }
-    const char *field = k->s;
-    size_t flen = strlen(field);
-    const char *term = k->s + flen + 1;
-    int tlen = (int)(k->len - flen - 1);
-    idx_postings *p = NULL;
-    int rc = idx_postings_open(&p, ck->txn, field, flen, term, (size_t)tlen,
-                               err);
-    if (rc == KVFTS_ENOTFOUND)
-        return differ(ck, "fts::%s::%.*s: missing (expected count %u)",
-                      field, tlen, term, n);
-    if (rc)
-        return rc;
-    const idx_term_info *info = idx_postings_info(p);
-    uint64_t cf = 0;
-    for (uint32_t i = 0; i < n; i++)
-        cf += w->rec_tf[recs[i].rec];
-    if (info->df != n || info->cf != cf)
-        rc = differ(ck, "fts::%s::%.*s: count %llu, occurrences %llu; "
-                    "expected %u, %llu", field, tlen, term,
-                    (unsigned long long)info->df,
-                    (unsigned long long)info->cf, n, (unsigned long long)cf);
-    uint32_t i = 0, blocks = 0, block_last = 0, last = 0;
-    int prc;
-    while (!rc && (prc = idx_postings_next(p, err)) == KVFTS_OK) {
-        uint32_t d = idx_postings_docid(p);
-        if (blocks == 0 || d > block_last) {
-            blocks++;
-            block_last = idx_postings_block_last(p);
-        }
-        last = d;
-        while (!rc && i < n && recs[i].doc < d) {
-            rc = differ(ck, "fts::%s::%.*s: document '%s' missing", field,
-                        tlen, term, doc_name(ck, recs[i].doc));
-            i++;
-        }
-        if (rc)
-            break;
-        if (i == n || recs[i].doc > d) {
-            rc = differ(ck, "fts::%s::%.*s: document '%s' should not be "
-                        "there", field, tlen, term, doc_name(ck, d));
-            continue;
-        }
-        uint32_t r = recs[i].rec, tf = idx_postings_tf(p);
-        const uint32_t *pos = idx_postings_positions(p);
-        if (tf != w->rec_tf[r])
-            rc = differ(ck, "fts::%s::%.*s: document '%s' has tf %u, "
-                        "expected %u", field, tlen, term, doc_name(ck, d), tf,
-                        w->rec_tf[r]);
-        else if (w->positions &&
-                 (!pos || memcmp(pos, w->bpos + w->rec_pos[r],
-                                 (size_t)tf * 4) != 0))
-            rc = differ(ck, "fts::%s::%.*s: document '%s' has wrong "
-                        "positions", field, tlen, term, doc_name(ck, d));
-        i++;
-    }
-    if (!rc && prc != KVFTS_ITEROVER && prc != KVFTS_OK)
-        rc = prc;
-    for (; !rc && i < n; i++)
-        rc = differ(ck, "fts::%s::%.*s: document '%s' missing", field, tlen,
-                    term, doc_name(ck, recs[i].doc));
-    if (!rc && (blocks != info->blocks || last != info->last))
-        rc = differ(ck, "fts::%s::%.*s: header says %u blocks, last id %u; "
-                    "found %u, %u", field, tlen, term, info->blocks,
-                    info->last, blocks, last);
-    idx_postings_close(p);
-    return rc;
-}
-
-/* Stored terms that no document produces. */
-static int check_extra_terms(checker *ck)
-{
-    kv_cursor *c = NULL;
-    int rc = kv_cursor_open(&c, ck->txn, KV_POSTINGS, ck->err);
-    if (!rc)
-        rc = kv_cursor_seek(c, "", 0, ck->err);
-    while (rc == KVFTS_OK) {
-        const char *k;
-        size_t kl;
-        kv_cursor_key(c, &k, &kl);
-        const char *z = memchr(k, 0, kl);
-        if (!z) {
-            rc = differ(ck, "postings record without a field: '%.*s'",
-                        (int)(kl > 60 ? 60 : kl), k);
-        } else if (!memchr(z + 1, 0, kl - (size_t)(z + 1 - k)) &&
-                   !strtab_has(&ck->w->bterms, k, kl)) {
-            rc = differ(ck, "fts::%s::%.*s: no document has this term",
-                        k, (int)(kl - (size_t)(z + 1 - k)), z + 1);
-        }
-        if (!rc)
-            rc = kv_cursor_next(c, ck->err);
-    }
-    kv_cursor_close(c);
-    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
-}
-
-/* Field statistics, and the map from stored field ids to ours. */
-static int check_fields(checker *ck)
-{
-    idx_writer *w = ck->w;
-    kv_cursor *c = NULL;
-    size_t plen = strlen(IDX_FIELD_PREFIX);
-    int rc = kv_cursor_open(&c, ck->txn, KV_META, ck->err);
-    if (!rc)
-        rc = kv_cursor_seek(c, IDX_FIELD_PREFIX, plen, ck->err);
-    uint32_t seen = 0;
-    while (rc == KVFTS_OK) {
-        const char *k, *v;
-        size_t kl, vl;
-        kv_cursor_key(c, &k, &kl);
-        if (kl < plen || memcmp(k, IDX_FIELD_PREFIX, plen) != 0)
-            break;
-        kv_cursor_val(c, &v, &vl);
-        idx_field f;
-        rc = idx_field_decode(v, vl, &f, ck->err);
-        if (rc)
-            break;
-        const char *name = k + plen;
-        size_t nl = kl - plen;
-        uint64_t docs = 0, total = 0;
-        uint32_t idx = UINT32_MAX;
-        if (strtab_has(&w->fnames, name, nl)) {
-            bool added;
-            rc = strtab_put(&w->fnames, name, nl, &idx, &added, ck->err);
-            if (rc)
-                break;
-            docs = (uint64_t)w->fs[idx].ddocs;
-            total = (uint64_t)w->fs[idx].dlen;
-            seen++;
-        }
-        if ((rc = grow(&ck->ids, &ck->idcap, (uint64_t)ck->nids + 1,
-                       sizeof *ck->ids, ck->err)) != 0)
-            break;
-        ck->ids[ck->nids++] = (struct fname){ f.id, idx };
-        if (f.docs != docs || f.total_len != total)
-            rc = differ(ck, "field '%.*s': %llu documents, length %llu; "
-                        "expected %llu, %llu", (int)nl, name,
-                        (unsigned long long)f.docs,
-                        (unsigned long long)f.total_len,
-                        (unsigned long long)docs, (unsigned long long)total);
-        if (!rc)
-            rc = kv_cursor_next(c, ck->err);
-    }
-    kv_cursor_close(c);
-    if (rc == KVFTS_ITEROVER)
-        rc = KVFTS_OK;
-    if (!rc && seen != w->fnames.n)
-        rc = differ(ck, "%u field(s) of the documents have no field record",
-                    w->fnames.n - seen);
-    return rc;
-}
-
-/* Each document's stored lengths against the expected ones. */
-static int check_lengths(checker *ck, uint64_t ndocs)
-{
-    idx_writer *w = ck->w;
-    int rc = KVFTS_OK;
-    kv_buf val = KV_BUF_INIT;
-    uint32_t i = 0;
-    uint64_t docs_seen = 0;
-    /* exp[] holds each document's fields together; documents with no
-     * field have no entries, so they are found by the count below. */
-    while (!rc && i < w->nexp) {
-        uint32_t docid = w->exp[i].docid, j = i;
-        while (j < w->nexp && w->exp[j].docid == docid)
-            j++;
-        docs_seen++;
-        unsigned char id[4];
-        kv_put_be32(id, docid);
-        rc = kv_get(ck->txn, KV_DOCLENS, id, 4, &val, false, ck->err);
-        if (rc == KVFTS_ENOTFOUND) {
-            rc = differ(ck, "document '%s': no length record",
-                        doc_name(ck, docid));
-        } else if (!rc) {
-            for (uint32_t k = i; !rc && k < j; k++) {
-                uint32_t sid = 0, len = 0;
-                for (uint32_t m = 0; m < ck->nids; m++)
-                    if (ck->ids[m].idx == w->exp[k].field - 1)
-                        sid = ck->ids[m].id;
-                if (sid)
-                    rc = idx_lens_find(val.data, val.len, sid, &len, ck->err);
-                if (!rc && len != w->exp[k].len) {
-                    uint32_t nl;
-                    const char *name = strtab_str(&w->fnames,
-                                                  w->exp[k].field - 1, &nl);
-                    rc = differ(ck, "document '%s': field '%.*s' length %u, "
-                                "expected %u", doc_name(ck, docid), (int)nl,
-                                name, len, w->exp[k].len);
-                }
-            }
-        }
-        i = j;
-    }
-    (void)docs_seen;
-    uint64_t stored = 0;
-    if (!rc)
-        rc = kv_count(ck->txn, KV_DOCLENS, &stored, ck->err);
-    if (!rc && stored != ndocs)
-        rc = differ(ck, "%llu document length records for %llu documents",
-                    (unsigned long long)stored, (unsigned long long)ndocs);
-    kv_buf_free(&val);
-    return rc;
-}
-
-int idx_check(kv_txn *txn, tok_analysis *a, idx_report_fn report,
-              void *payload, uint64_t *differences, kv_err *err)
-{
-    *differences = 0;
-    checker ck = { .txn = txn, .report = report, .payload = payload,
-                   .err = err };
-    int rc = idx_writer_new(&ck.w, a, 0, err);
-    if (rc)
-        return rc;
-    ck.w->buffering = true;
-    ck.w->dry = true;
-    uint64_t ndocs = 0;
-    rc = each_document(ck.w, txn, NULL, NULL, &ndocs, err);
-    grouped g = { 0 };
-    if (!rc)
-        rc = buffer_group(ck.w, &g, err);
-    for (uint32_t i = 0; !rc && i < g.nterms; i++) {
-        uint32_t t = g.order[i].id;
-        rc = check_term(&ck, &g.order[i], g.recs + g.start[t],
-                        g.start[t + 1] - g.start[t]);
-    }
-    grouped_free(&g);
-    if (!rc)
-        rc = check_extra_terms(&ck);
-    if (!rc)
-        rc = check_fields(&ck);
-    if (!rc)
-        rc = check_lengths(&ck, ndocs);
-    *differences = ck.found;
-    idx_writer_free(ck.w);
-    kv_buf_free(&ck.msg);
-    kv_buf_free(&ck.key);
-    kv_free(ck.ids);
     return rc;
 }

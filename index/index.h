@@ -281,4 +281,100 @@ typedef struct idx_field {
 int idx_field_encode(const idx_field *f, kv_buf *out, kv_err *err);
 int idx_field_decode(const char *buf, size_t len, idx_field *f, kv_err *err);
 
+/* The writer's internals, shared by idx_write.c and idx_check.c only. */
+
+typedef struct strtab {
+    kv_buf arena;        /* the strings back to back */
+    uint32_t *off;       /* per id: offset in arena */
+    uint32_t *len;       /* per id: length */
+    uint32_t *hash;      /* per id: low bits of the hash */
+    uint32_t n, cap;
+    uint32_t *slots;     /* open addressing: id + 1; 0 = empty */
+    uint32_t nslots;     /* a power of two, > 2 n */
+} strtab;
+
+/** Grow array *pp (elements of @p elem bytes) to hold @p need. */
+int idx__grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
+              kv_err *err);
+bool idx__strtab_has(const strtab *t, const char *s, size_t n);
+/** Find s, adding it if absent (*added tells which). */
+int idx__strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
+                    bool *added, kv_err *err);
+const char *idx__strtab_str(const strtab *t, uint32_t id, uint32_t *len);
+
+/* Sorting ids by their strings (qsort has no context argument). */
+typedef struct keyref {
+    const char *s;
+    uint32_t len;
+    uint32_t id;
+} keyref;
+
+typedef struct dterms {
+    bool present;
+    strtab keys;          /* "field\0term" -> entry */
+    uint32_t *tf, *flen;  /* per entry */
+    uint32_t ecap, fcap;
+    uint32_t *occ_e, *occ_p;  /* occurrences, in emission order */
+    uint32_t nocc, ocap_e, ocap_p, pcap;
+    uint32_t *pstart;     /* per entry (+1): start in pos */
+    uint32_t *pos;        /* positions grouped by entry */
+    uint32_t scap;
+    keyref *order;        /* entries sorted by key */
+    uint32_t kcap;
+    kv_buf scratch;       /* key being built */
+    kv_err *err;
+} dterms;
+
+typedef struct field_state {
+    uint32_t id;          /* 0 = not known yet */
+    int64_t ddocs;        /* pending change of the field statistics */
+    int64_t dlen;
+} field_state;
+
+struct idx_writer {
+    tok_analysis *a;
+    size_t mem_limit;
+    bool buffering;
+    bool positions;
+    bool dry;             /* check mode: analyze into memory, write nothing */
+    struct exp_len { uint32_t docid, field, len; } *exp;  /* dry: lengths */
+    uint32_t nexp, expcap;
+    uint64_t skipped;     /* too-long tokens of new versions, not yet saved */
+    dterms old, neu;      /* the last prepared change */
+    /* the bulk buffer */
+    strtab bterms;        /* buffered term keys -> term id */
+    uint32_t *rec_term, *rec_doc, *rec_tf, *rec_pos;
+    uint32_t nrec, cap_t, cap_d, cap_f, cap_p;
+    uint32_t *bpos;
+    uint32_t nbpos, cap_bpos;
+    strtab bdocs;         /* doc ids (4 bytes) with buffered postings */
+    /* fields */
+    strtab fnames;        /* field name -> index in fs */
+    field_state *fs;
+    uint32_t fscap;
+    /* scratch */
+    kv_buf key, val, val2;
+    idx_block blk, out;
+    idx_len *lens;        /* the document's field lengths being built */
+    uint32_t nlens, lcap;
+};
+
+/* Records of one term, as an idx_block (sorted by doc id). */
+typedef struct recref {
+    uint32_t doc;
+    uint32_t rec;
+} recref;
+int idx__recref_cmp(const void *a, const void *b);
+
+/* The buffered records grouped by term (counting sort, stable) with the
+ * terms in key order.  Caller frees the three arrays. */
+typedef struct grouped {
+    uint32_t *start;      /* per term id (+1): its records in recs */
+    recref *recs;
+    keyref *order;        /* terms sorted by key */
+    uint32_t nterms;
+} grouped;
+int idx__buffer_group(idx_writer *w, grouped *g, kv_err *err);
+void idx__grouped_free(grouped *g);
+
 #endif /* KVFTS_INDEX_H */
