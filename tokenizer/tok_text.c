@@ -168,6 +168,24 @@ static inline size_t enc(char *o, uint32_t cp)
     return 4;
 }
 
+/* Normalize the code points t->piece[0..np) (utf8proc, options @p opts) and
+ * write them to @p out as UTF-8; *@p out_len gets the byte length. */
+static int piece_to_utf8(tok_tokenizer *t, size_t np, utf8proc_option_t opts,
+                         char *out, size_t *out_len, kv_err *err)
+{
+    utf8proc_ssize_t m = utf8proc_normalize_utf32(t->piece,
+                                                  (utf8proc_ssize_t)np, opts);
+    if (m < 0)
+        return kv_seterr(err, KVFTS_ERROR, "utf8proc: %s",
+                         utf8proc_errmsg(m));
+    size_t len = 0;
+    for (utf8proc_ssize_t k = 0; k < m; k++)
+        len += enc(out + len, (uint32_t)t->piece[k]);
+    *out_len = len;
+    return KVFTS_OK;
+}
+
+
 static int bad_utf8(kv_err *err, size_t at)
 {
     kv_seterr(err, KVFTS_EINVAL, "invalid UTF-8 at byte %zu", at);
@@ -277,18 +295,10 @@ static int strip_stem(void *ctx, const char *stem, size_t len,
         *out_len = TOK_MAX_TERM + 1;
         return KVFTS_OK;
     }
-    utf8proc_ssize_t m = utf8proc_normalize_utf32(t->piece,
-                                                  (utf8proc_ssize_t)np,
-                                                  TOK_OPTS);
-    if (m < 0)
-        return kv_seterr(err, KVFTS_ERROR, "utf8proc: %s",
-                         utf8proc_errmsg(m));
-    size_t tl = 0;
-    for (utf8proc_ssize_t k = 0; k < m; k++)
-        tl += enc(t->stem + tl, (uint32_t)t->piece[k]);
-    *out = t->stem;
-    *out_len = tl;
-    return KVFTS_OK;
+    int rc = piece_to_utf8(t, np, TOK_OPTS, t->stem, out_len, err);
+    if (!rc)
+        *out = t->stem;
+    return rc;
 }
 
 /* True if term is ASCII digits only.  No Snowball algorithm changes such a
@@ -381,15 +391,10 @@ static int flush_piece(tok_tokenizer *t, size_t np, bool over, bool base,
     }
     if (t->opts == TOK_OPTS_KEEP)
         canonical_order(t->piece, np);
-    utf8proc_ssize_t m = utf8proc_normalize_utf32(t->piece,
-                                                  (utf8proc_ssize_t)np,
-                                                  t->opts);
-    if (m < 0)
-        return kv_seterr(err, KVFTS_ERROR, "utf8proc: %s",
-                         utf8proc_errmsg(m));
-    size_t len = 0;
-    for (utf8proc_ssize_t k = 0; k < m; k++)
-        len += enc(t->term + len, (uint32_t)t->piece[k]);
+    size_t len;
+    int rc = piece_to_utf8(t, np, t->opts, t->term, &len, err);
+    if (rc)
+        return rc;
     return finish(t, t->term, len, start, end, pos, emit, payload, err);
 }
 
@@ -590,15 +595,9 @@ static int keyword_norm(tok_tokenizer *t, const unsigned char *s, size_t n,
         *len = TOK_MAX_TERM + 1;
         return KVFTS_OK;
     }
-    utf8proc_ssize_t m = utf8proc_normalize_utf32(t->piece,
-                                                  (utf8proc_ssize_t)np,
-                                                  TOK_OPTS);
-    if (m < 0)
-        return kv_seterr(err, KVFTS_ERROR, "utf8proc: %s",
-                         utf8proc_errmsg(m));
-    tl = 0;
-    for (utf8proc_ssize_t k = 0; k < m; k++)
-        tl += enc(o + tl, (uint32_t)t->piece[k]);
+    int rc = piece_to_utf8(t, np, TOK_OPTS, o, &tl, err);
+    if (rc)
+        return rc;
     *len = tl > TOK_MAX_TERM ? TOK_MAX_TERM + 1 : tl;
     return KVFTS_OK;
 }
