@@ -319,7 +319,8 @@ typedef struct dterms {
     uint32_t *pstart;     /* per entry (+1): start in pos */
     uint32_t *pos;        /* positions grouped by entry */
     uint32_t scap;
-    keyref *order;        /* entries sorted by key */
+    keyref *order;        /* entries, sorted by key when sorted */
+    bool sorted;
     uint32_t kcap;
     kv_buf scratch;       /* key being built */
     kv_err *err;

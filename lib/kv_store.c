@@ -511,7 +511,8 @@ int kv_env_sizes(kv_env *e, uint64_t *db_bytes, uint64_t *log_bytes,
 
 /* ---- transactions ------------------------------------------------------ */
 
-int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
+static int txn_begin(kv_txn **out, kv_env *e, bool write, u_int32_t flags,
+                     kv_err *err)
 {
     *out = NULL;
     if (write && e->read_only)
@@ -522,14 +523,28 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     t->env = e;
     t->write = write;
-    int ret = e->env->txn_begin(e->env, NULL, &t->txn,
-                                write ? 0 : DB_TXN_SNAPSHOT);
+    int ret = e->env->txn_begin(e->env, NULL, &t->txn, flags);
     if (ret) {
         kv_free(t);
         return bdb_err(e, ret, err, "begin transaction");
     }
     *out = t;
     return KVFTS_OK;
+}
+
+int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
+{
+    return txn_begin(out, e, write, write ? 0 : DB_TXN_SNAPSHOT, err);
+}
+
+/* DB_TXN_BULK: records put on pages the transaction allocated are not
+ * logged one by one; the pages are flushed to the files at commit instead,
+ * so recovery never has to redo them.  A fresh bulk load writes about half
+ * the log (404 -> 226 MB for the Debian catalog).  Costly for small
+ * transactions (every commit syncs the pages), so batches only. */
+int kv_txn_begin_bulk(kv_txn **out, kv_env *e, kv_err *err)
+{
+    return txn_begin(out, e, true, DB_TXN_BULK, err);
 }
 
 int kv_txn_commit(kv_txn *t, kv_err *err)
