@@ -77,6 +77,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
 #include <utf8proc.h>
 
 #define TOK_OPTS_KEEP (UTF8PROC_COMPOSE | UTF8PROC_COMPAT | UTF8PROC_CASEFOLD)
@@ -254,6 +255,30 @@ static void build_tables(tok_tokenizer *t)
         if (fits)
             e->flags |= F2_FITS;
     }
+}
+
+/* The tables depend only on the options: build both variants once per
+ * process (0.6 ms: every BMP code point's category) and copy them into each
+ * tokenizer, which the query parser makes per search. */
+static tok_tokenizer protos[2];
+static pthread_once_t protos_once = PTHREAD_ONCE_INIT;
+
+static void build_protos(void)
+{
+    protos[0].opts = TOK_OPTS;
+    build_tables(&protos[0]);
+    protos[1].opts = TOK_OPTS_KEEP;
+    build_tables(&protos[1]);
+}
+
+static void copy_tables(tok_tokenizer *t)
+{
+    pthread_once(&protos_once, build_protos);
+    const tok_tokenizer *p = &protos[t->opts == TOK_OPTS_KEEP];
+    memcpy(t->ascii, p->ascii, sizeof t->ascii);
+    memcpy(t->lower, p->lower, sizeof t->lower);
+    memcpy(t->bmp, p->bmp, sizeof t->bmp);
+    memcpy(t->f2, p->f2, sizeof t->f2);
 }
 
 /* ---- terms ------------------------------------------------------------- */
@@ -723,7 +748,7 @@ int tok_new(tok_tokenizer **out, const char *analyzer, kv_err *err)
     t->opts = kind == TOK_STEMMED ? TOK_OPTS_KEEP : TOK_OPTS;
     snprintf(t->name, sizeof t->name, "%s", analyzer);
     if (kind != TOK_NONE)
-        build_tables(t);
+        copy_tables(t);
     if (kind == TOK_STEMMED) {
         rc = tok__stemmer_new(&t->stemmer, analyzer, err);
         if (rc)
