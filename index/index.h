@@ -170,6 +170,14 @@ int idx_field_id(kv_txn *txn, const char *field, size_t flen, uint32_t *id,
  *  reading through @p scratch (reused: no allocation once it is grown). */
 int idx_doc_len(kv_txn *txn, uint32_t docid, uint32_t field_id,
                 kv_buf *scratch, uint32_t *len, kv_err *err);
+/** Reads length records through one cursor: asked in ascending doc id
+ *  order (as scoring does), each costs a step rather than a lookup. */
+typedef struct idx_lens_reader idx_lens_reader;
+int idx_lens_reader_open(idx_lens_reader **out, kv_txn *txn, kv_err *err);
+/** Length of field @p field_id in document @p docid (0 if none). */
+int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
+                        uint32_t field_id, uint32_t *len, kv_err *err);
+void idx_lens_reader_close(idx_lens_reader *r);
 /** Length (terms) of field @p field in document @p docid; 0 if none. */
 int idx_doc_field_len(kv_txn *txn, uint32_t docid, const char *field,
                       size_t flen, uint32_t *len, kv_err *err);

@@ -270,6 +270,26 @@ void kv_cursor_val(const kv_cursor *c, const char **val, size_t *vlen);
 /** Delete the current record. */
 int kv_cursor_del(kv_cursor *c, kv_err *err);
 
+/** Many records in one call (Berkeley DB's bulk get): a copy of the records
+ *  from the first key >= @p key (or, @p key NULL, of those after the last
+ *  record the cursor returned), as many as fit a buffer of 16 KiB or more
+ *  (grown for a record that does not fit).  Walk them with kv_bulk_next().
+ *  @return KVFTS_OK, KVFTS_ITEROVER, KV_RETRY, KVFTS_ERROR. */
+typedef struct kv_bulk {
+    kv_buf buf;
+    size_t size;          /* bytes handed to Berkeley DB */
+    void *it;             /* iterator inside buf; NULL: walked */
+} kv_bulk;
+
+#define KV_BULK_INIT { KV_BUF_INIT, 0, NULL }
+
+int kv_cursor_bulk(kv_cursor *c, const void *key, size_t klen, kv_bulk *b,
+                   kv_err *err);
+/** The next record of @p b (borrowed from it); false after the last. */
+bool kv_bulk_next(kv_bulk *b, const char **key, size_t *klen,
+                  const char **val, size_t *vlen);
+void kv_bulk_free(kv_bulk *b);
+
 /* ------------------------------------------------------------------------ */
 /* Keys (kv_doc.c)                                                           */
 

@@ -801,6 +801,85 @@ int kv_cursor_seek(kv_cursor *c, const void *key, size_t klen, kv_err *err)
     return cursor_get(c, DB_SET_RANGE, err);
 }
 
+/* ---- bulk reads ---------------------------------------------------------- */
+
+#define BULK_MIN (16 * 1024)
+
+int kv_cursor_bulk(kv_cursor *c, const void *key, size_t klen, kv_bulk *b,
+                   kv_err *err)
+{
+    b->it = NULL;
+    if (key) {
+        kv_buf_reset(&c->key);
+        int rc = kv_buf_append(&c->key, key, klen, err);
+        if (rc)
+            return rc;
+    }
+    size_t want = b->buf.cap > BULK_MIN ? b->buf.cap : BULK_MIN;
+    for (;;) {
+        /* Berkeley DB wants a multiple of 1024 bytes, aligned for u_int32_t
+         * access (malloc's alignment). */
+        want = (want + 1023) & ~(size_t)1023;
+        if (b->buf.cap < want + 1) {
+            b->buf.len = 0;
+            int rc = kv_buf_reserve(&b->buf, want, err);
+            if (rc)
+                return rc;
+        }
+        DBT k, v;
+        dbt_user(&k, &c->key);
+        k.size = (u_int32_t)c->key.len;
+        memset(&v, 0, sizeof v);
+        v.data = b->buf.data;
+        v.ulen = (u_int32_t)want;
+        v.flags = DB_DBT_USERMEM;
+        int ret = c->dbc->get(c->dbc, &k, &v, (key ? DB_SET_RANGE : DB_NEXT) |
+                                              DB_MULTIPLE_KEY);
+        if (ret == DB_BUFFER_SMALL) {
+            want = (size_t)v.size > want * 2 ? (size_t)v.size : want * 2;
+            if (k.size > k.ulen)
+                return kv_seterr(err, KVFTS_ECORRUPT, "%s: key of %u bytes",
+                                 spaces[c->space].name, k.size);
+            continue;
+        }
+        if (ret == DB_NOTFOUND)
+            return KVFTS_ITEROVER;
+        if (ret)
+            return bdb_err(c->txn->env, ret, err, spaces[c->space].name);
+        b->size = want;
+        b->it = (u_int8_t *)b->buf.data + want - sizeof(u_int32_t);
+        return KVFTS_OK;
+    }
+}
+
+bool kv_bulk_next(kv_bulk *b, const char **key, size_t *klen,
+                  const char **val, size_t *vlen)
+{
+    if (!b->it)
+        return false;
+    DBT d;
+    memset(&d, 0, sizeof d);
+    d.data = b->buf.data;
+    d.ulen = (u_int32_t)b->size;
+    void *p = b->it, *kp, *vp;
+    u_int32_t kl, vl;
+    DB_MULTIPLE_KEY_NEXT(p, &d, kp, kl, vp, vl);
+    b->it = p;
+    if (!p)
+        return false;
+    *key = kp;
+    *klen = kl;
+    *val = vp;
+    *vlen = vl;
+    return true;
+}
+
+void kv_bulk_free(kv_bulk *b)
+{
+    kv_buf_free(&b->buf);
+    b->it = NULL;
+}
+
 int kv_cursor_seek_exact(kv_cursor *c, const void *key, size_t klen,
                          kv_err *err)
 {

@@ -56,7 +56,7 @@ struct qry_ctx {
     kv_txn *txn;
     qry_field *fields;
     size_t nfields, cap;
-    kv_buf lens;          /* scratch for length records: no allocation per hit */
+    idx_lens_reader *lens;  /* opened at the first length asked for */
 };
 
 int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err)
@@ -75,7 +75,7 @@ void qry_ctx_free(qry_ctx *cx)
     for (size_t i = 0; i < cx->nfields; i++)
         kv_free(cx->fields[i].name);
     kv_free(cx->fields);
-    kv_buf_free(&cx->lens);
+    idx_lens_reader_close(cx->lens);
     kv_free(cx);
 }
 
@@ -118,7 +118,10 @@ static int ctx_dl(qry_ctx *cx, size_t field, uint32_t docid, double *dl,
 {
     qry_field *f = &cx->fields[field];
     if (f->dl_doc != docid) {
-        int rc = idx_doc_len(cx->txn, docid, f->id, &cx->lens, &f->dl, err);
+        int rc = cx->lens ? KVFTS_OK
+                          : idx_lens_reader_open(&cx->lens, cx->txn, err);
+        if (!rc)
+            rc = idx_lens_reader_get(cx->lens, docid, f->id, &f->dl, err);
         if (rc)
             return rc;
         f->dl_doc = docid;

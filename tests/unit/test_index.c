@@ -398,6 +398,77 @@ static void test_skip_to(void **state)
     kv_env_close(env);
 }
 
+/* The length reader (bulk runs, steps, seeks) answers exactly what a
+ * lookup per document answers, whatever the order and stride of the ids,
+ * across missing records and runs of many pages. */
+static void test_lens_reader(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    kvfts_batch *b;
+    assert_int_equal(kvfts_batch_begin(&b, db), 0);
+    char j[512];
+    for (int i = 1; i <= 6000; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "d%05d", i);
+        size_t n = 0;
+        /* every 5th document lacks field t; lengths 1..37 */
+        n += (size_t)snprintf(j + n, sizeof j - n, "{\"%s\":\"",
+                              i % 5 ? "t" : "u");
+        for (int w = 0; w <= i % 37; w++)
+            n += (size_t)snprintf(j + n, sizeof j - n, "w%d ", w);
+        snprintf(j + n, sizeof j - n, "\"}");
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(k), S(j)), 0);
+    }
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    for (int i = 11; i <= 6000; i += 11) {      /* holes in the records */
+        char k[32];
+        snprintf(k, sizeof k, "d%05d", i);
+        assert_int_equal(kvfts_del(db, S(k), 0), 0);
+    }
+    kv_env *env;
+    kv_err err = KV_ERR_INIT;
+    assert_int_equal(kv_env_open(&env, f->dir, NULL, &err), 0);
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, env, false, &err), 0);
+    uint32_t fid;
+    assert_int_equal(idx_field_id(t, S("t"), &fid, &err), 0);
+    assert_true(fid > 0);
+    kv_buf scratch = KV_BUF_INIT;
+    const uint32_t strides[] = { 1, 2, 3, 7, 50, 63, 64, 65, 300, 2500 };
+    size_t checked = 0, nonzero = 0;
+    for (size_t s = 0; s < sizeof strides / sizeof *strides; s++) {
+        idx_lens_reader *r;
+        assert_int_equal(idx_lens_reader_open(&r, t, &err), 0);
+        for (uint32_t id = 1 + (uint32_t)s; id <= 6010; id += strides[s]) {
+            uint32_t got, want;
+            assert_int_equal(idx_lens_reader_get(r, id, fid, &got, &err), 0);
+            assert_int_equal(idx_doc_len(t, id, fid, &scratch, &want, &err),
+                             0);
+            if (got != want)
+                fail_msg("stride %u id %u: %u, lookup says %u", strides[s],
+                         id, got, want);
+            checked++;
+            nonzero += want > 0;
+        }
+        /* Backwards and jumping: seeks. */
+        for (uint32_t id = 6005; id > 97; id -= 97) {
+            uint32_t got, want;
+            assert_int_equal(idx_lens_reader_get(r, id, fid, &got, &err), 0);
+            assert_int_equal(idx_doc_len(t, id, fid, &scratch, &want, &err),
+                             0);
+            assert_int_equal(got, want);
+        }
+        idx_lens_reader_close(r);
+    }
+    assert_true(checked > 10000);
+    assert_true(nonzero > checked / 2);
+    kv_buf_free(&scratch);
+    kv_txn_abort(t);
+    kv_env_close(env);
+}
+
 /* A damaged block or header on disk is reported as corruption. */
 static void test_corrupt_postings(void **state)
 {
@@ -607,6 +678,7 @@ int main(void)
         T(test_seed_example),
         T(test_block_boundaries),
         T(test_skip_to),
+        T(test_lens_reader),
         T(test_corrupt_postings),
         cmocka_unit_test(test_rebuild_equivalence),
     };
