@@ -975,7 +975,55 @@ static int block_append(idx_writer *w, idx_block *b, const recref *recs,
     return KVFTS_OK;
 }
 
-static int flush_term(idx_writer *w, kv_txn *txn, const keyref *k,
+/* Where a flush knows the stored keys to be: terms come in key order, so
+ * after a seek that found key B as the first stored key >= term T, every
+ * term between T and B is known to be absent without another lookup (its
+ * own inserts all sort before the next term).  On a fresh load, one seek
+ * answers for every term. */
+typedef struct probe {
+    kv_cursor *c;
+    kv_buf bound;         /* first stored key >= the last term sought */
+    bool valid;           /* bound (or end) is known */
+    bool end;             /* no stored key >= the last term sought */
+} probe;
+
+/* The header of the term whose key is w->key into w->val; *have tells. */
+static int header_get(idx_writer *w, kv_txn *txn, probe *pr, bool *have,
+                      kv_err *err)
+{
+    const char *k = w->key.data;
+    size_t kl = w->key.len;
+    *have = false;
+    if (pr->valid) {
+        size_t m = kl < pr->bound.len ? kl : pr->bound.len;
+        int c = memcmp(k, pr->bound.data, m);
+        if (pr->end || c < 0 || (c == 0 && kl < pr->bound.len))
+            return KVFTS_OK;
+    }
+    int rc = pr->c ? KVFTS_OK : kv_cursor_open(&pr->c, txn, KV_POSTINGS, err);
+    if (!rc)
+        rc = kv_cursor_seek(pr->c, k, kl, err);
+    pr->valid = rc == KVFTS_OK || rc == KVFTS_ITEROVER;
+    pr->end = rc == KVFTS_ITEROVER;
+    if (rc)
+        return pr->end ? KVFTS_OK : rc;
+    const char *bk, *v;
+    size_t bl, vl;
+    kv_cursor_key(pr->c, &bk, &bl);
+    kv_buf_reset(&pr->bound);
+    if ((rc = kv_buf_append(&pr->bound, bk, bl, err)) != 0) {
+        pr->valid = false;
+        return rc;
+    }
+    if (bl != kl || memcmp(bk, k, kl) != 0)
+        return KVFTS_OK;
+    kv_cursor_val(pr->c, &v, &vl);
+    kv_buf_reset(&w->val);
+    *have = true;
+    return kv_buf_append(&w->val, v, vl, err);
+}
+
+static int flush_term(idx_writer *w, kv_txn *txn, probe *pr, const keyref *k,
                       recref *recs, uint32_t n, kv_err *err)
 {
     /* Doc ids are ascending unless a replaced document's old id is here. */
@@ -990,12 +1038,10 @@ static int flush_term(idx_writer *w, kv_txn *txn, const keyref *k,
         return rc;
     size_t tklen = k->len;
     idx_header h;
-    rc = kv_get(txn, KV_POSTINGS, w->key.data, tklen, &w->val, true, err);
-    bool have = rc == KVFTS_OK;
-    if (have)
+    bool have;
+    rc = header_get(w, txn, pr, &have, err);
+    if (!rc && have)
         rc = idx_header_decode(w->val.data, w->val.len, &h, err);
-    else if (rc == KVFTS_ENOTFOUND)
-        rc = KVFTS_OK;
     if (rc)
         return rc;
     idx_block *b = &w->out;
@@ -1114,12 +1160,15 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
     if (w->nrec && !w->dry) {
         /* Terms in key order: the B-tree is written front to back. */
         grouped g;
+        probe pr = { NULL, KV_BUF_INIT, false, false };
         rc = idx__buffer_group(w, &g, err);
         for (uint32_t i = 0; !rc && i < g.nterms; i++) {
             uint32_t t = g.order[i].id;
-            rc = flush_term(w, txn, &g.order[i], g.recs + g.start[t],
+            rc = flush_term(w, txn, &pr, &g.order[i], g.recs + g.start[t],
                             g.start[t + 1] - g.start[t], err);
         }
+        kv_cursor_close(pr.c);
+        kv_buf_free(&pr.bound);
         idx__grouped_free(&g);
     }
     if (!rc)
