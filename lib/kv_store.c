@@ -815,7 +815,7 @@ int kv_cursor_bulk(kv_cursor *c, const void *key, size_t klen, kv_bulk *b,
         if (rc)
             return rc;
     }
-    size_t want = b->buf.cap > BULK_MIN ? b->buf.cap : BULK_MIN;
+    size_t want = BULK_MIN;   /* grown only for a record that needs it */
     for (;;) {
         /* Berkeley DB wants a multiple of 1024 bytes, aligned for u_int32_t
          * access (malloc's alignment). */
