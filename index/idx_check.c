@@ -122,15 +122,11 @@ static const char *doc_name(checker *ck, uint32_t docid)
     return ck->key.data ? ck->key.data : "?";
 }
 
-static int check_term(checker *ck, const keyref *k, recref *recs, uint32_t n)
+static int check_term(checker *ck, const keyref *k, const idx_tpost *tp)
 {
     idx_writer *w = ck->w;
     kv_err *err = ck->err;
-    for (uint32_t i = 1; i < n; i++)
-        if (recs[i].doc <= recs[i - 1].doc) {
-            qsort(recs, n, sizeof *recs, idx__recref_cmp);
-            break;
-        }
+    uint32_t n = tp->n;
     const char *field = k->s;
     size_t flen = strlen(field);
     const char *term = k->s + flen + 1;
@@ -144,9 +140,7 @@ static int check_term(checker *ck, const keyref *k, recref *recs, uint32_t n)
     if (rc)
         return rc;
     const idx_term_info *info = idx_postings_info(p);
-    uint64_t cf = 0;
-    for (uint32_t i = 0; i < n; i++)
-        cf += w->rec_tf[recs[i].rec];
+    uint64_t cf = tp->cf;
     if (info->df != n || info->cf != cf)
         rc = differ(ck, "fts::%s::%.*s: count %llu, occurrences %llu; "
                     "expected %u, %llu", field, tlen, term,
@@ -161,26 +155,26 @@ static int check_term(checker *ck, const keyref *k, recref *recs, uint32_t n)
             block_last = idx_postings_block_last(p);
         }
         last = d;
-        while (!rc && i < n && recs[i].doc < d) {
+        while (!rc && i < n && tp->ids[i] < d) {
             rc = differ(ck, "fts::%s::%.*s: document '%s' missing", field,
-                        tlen, term, doc_name(ck, recs[i].doc));
+                        tlen, term, doc_name(ck, tp->ids[i]));
             i++;
         }
         if (rc)
             break;
-        if (i == n || recs[i].doc > d) {
+        if (i == n || tp->ids[i] > d) {
             rc = differ(ck, "fts::%s::%.*s: document '%s' should not be "
                         "there", field, tlen, term, doc_name(ck, d));
             continue;
         }
-        uint32_t r = recs[i].rec, tf = idx_postings_tf(p);
+        uint32_t tf = idx_postings_tf(p);
         const uint32_t *pos = idx_postings_positions(p);
-        if (tf != w->rec_tf[r])
+        if (tf != tp->tfs[i])
             rc = differ(ck, "fts::%s::%.*s: document '%s' has tf %u, "
                         "expected %u", field, tlen, term, doc_name(ck, d), tf,
-                        w->rec_tf[r]);
+                        tp->tfs[i]);
         else if (w->positions &&
-                 (!pos || memcmp(pos, w->bpos + w->rec_pos[r],
+                 (!pos || memcmp(pos, tp->pos + tp->poff[i],
                                  (size_t)tf * 4) != 0))
             rc = differ(ck, "fts::%s::%.*s: document '%s' has wrong "
                         "positions", field, tlen, term, doc_name(ck, d));
@@ -190,7 +184,7 @@ static int check_term(checker *ck, const keyref *k, recref *recs, uint32_t n)
         rc = prc;
     for (; !rc && i < n; i++)
         rc = differ(ck, "fts::%s::%.*s: document '%s' missing", field, tlen,
-                    term, doc_name(ck, recs[i].doc));
+                    term, doc_name(ck, tp->ids[i]));
     if (!rc && (blocks != info->blocks || last != info->last))
         rc = differ(ck, "fts::%s::%.*s: header says %u blocks, last id %u; "
                     "found %u, %u", field, tlen, term, info->blocks,
@@ -347,15 +341,15 @@ int idx_check(kv_txn *txn, tok_analysis *a, idx_report_fn report,
     ck.w->dry = true;
     uint64_t ndocs = 0;
     rc = each_document(ck.w, txn, NULL, NULL, &ndocs, err);
-    grouped g = { 0 };
+    keyref *order = NULL;
     if (!rc)
-        rc = idx__buffer_group(ck.w, &g, err);
-    for (uint32_t i = 0; !rc && i < g.nterms; i++) {
-        uint32_t t = g.order[i].id;
-        rc = check_term(&ck, &g.order[i], g.recs + g.start[t],
-                        g.start[t + 1] - g.start[t]);
+        rc = idx__buf_terms(ck.w, &order, err);
+    for (uint32_t i = 0; !rc && i < ck.w->bterms.n; i++) {
+        rc = idx__buf_decode(ck.w, order[i].id, &ck.w->tp, err);
+        if (!rc)
+            rc = check_term(&ck, &order[i], &ck.w->tp);
     }
-    idx__grouped_free(&g);
+    kv_free(order);
     if (!rc)
         rc = check_extra_terms(&ck);
     if (!rc)

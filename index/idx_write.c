@@ -21,8 +21,8 @@
  * document, whatever the length of the list.
  *
  * Bulk loads turn buffering on: the postings of the new versions go to an
- * in-memory buffer (a term table plus one log of (term, doc, tf, positions)
- * records), and idx_flush() merges them into the stored entries in key
+ * in-memory buffer (a term table plus one chain of encoded postings per
+ * term, idx_buffer.c), and idx_flush() merges them into the stored entries in key
  * order: a new term is written as full blocks, and a term whose new doc ids
  * all come after its last stored one (the usual case: new documents get new,
  * larger ids) appends to its last block and then writes full blocks; only
@@ -182,7 +182,7 @@ int idx__strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
 }
 
 
-static int keyref_cmp(const void *a, const void *b)
+int idx__keyref_cmp(const void *a, const void *b)
 {
     const keyref *x = a, *y = b;
     uint32_t n = x->len < y->len ? x->len : y->len;
@@ -296,7 +296,7 @@ static int dterms_build(dterms *d, tok_analysis *a, const char *json,
     }
     d->sorted = sort;
     if (sort && n > 1)
-        qsort(d->order, n, sizeof *d->order, keyref_cmp);
+        qsort(d->order, n, sizeof *d->order, idx__keyref_cmp);
     return KVFTS_OK;
 }
 
@@ -327,11 +327,7 @@ void idx_writer_free(idx_writer *w)
     dterms_free(&w->old);
     dterms_free(&w->neu);
     strtab_free(&w->bterms);
-    kv_free(w->rec_term);
-    kv_free(w->rec_doc);
-    kv_free(w->rec_tf);
-    kv_free(w->rec_pos);
-    kv_free(w->bpos);
+    idx__buf_free(w);
     strtab_free(&w->bdocs);
     strtab_free(&w->fnames);
     kv_free(w->fs);
@@ -355,8 +351,7 @@ void idx_writer_buffering(idx_writer *w, bool on)
     w->buffering = on;
 }
 
-/* Memory held for the buffer: what is allocated, not what is used, since
- * arrays idx__grow by doubling; plus what a flush will allocate to sort it. */
+/* Memory held for the tables: what is allocated (they grow by doubling). */
 static size_t strtab_bytes(const strtab *t)
 {
     return t->arena.cap + (size_t)t->cap * 12 + (size_t)t->nslots * 4;
@@ -364,11 +359,7 @@ static size_t strtab_bytes(const strtab *t)
 
 size_t idx_buffered_bytes(const idx_writer *w)
 {
-    size_t recs = (size_t)w->cap_t * 4 + (size_t)w->cap_d * 4 +
-                  (size_t)w->cap_f * 4 + (size_t)w->cap_p * 4;
-    size_t sort = (size_t)w->nrec * 8 +   /* a recref per record */
-                  (size_t)w->bterms.n * (sizeof(keyref) + 4);
-    return recs + sort + (size_t)w->cap_bpos * 4 + strtab_bytes(&w->bterms) +
+    return idx__buf_bytes(w) + strtab_bytes(&w->bterms) +
            strtab_bytes(&w->bdocs);
 }
 
@@ -381,8 +372,7 @@ static void buffer_reset(idx_writer *w)
 {
     strtab_reset(&w->bterms);
     strtab_reset(&w->bdocs);
-    w->nrec = 0;
-    w->nbpos = 0;
+    idx__buf_reset(w);
 }
 
 void idx_discard(idx_writer *w)
@@ -562,7 +552,7 @@ typedef struct field_sum {
 
 static int field_sum_cmp(const void *a, const void *b)
 {
-    return keyref_cmp(&((const field_sum *)a)->name,
+    return idx__keyref_cmp(&((const field_sum *)a)->name,
                       &((const field_sum *)b)->name);
 }
 
@@ -585,7 +575,7 @@ static int each_field_len(idx_writer *w, kv_txn *txn, dterms *d, int sign,
                     break;
             if (last == nf) {
                 if (nf == FEW_FIELDS) {   /* many fields: sort after all */
-                    qsort(d->order, d->keys.n, sizeof *d->order, keyref_cmp);
+                    qsort(d->order, d->keys.n, sizeof *d->order, idx__keyref_cmp);
                     d->sorted = true;
                     return sorted_field_len(w, txn, d, sign, fn, err);
                 }
@@ -917,57 +907,26 @@ put_header:
 static int buffer_add(idx_writer *w, const keyref *k, uint32_t docid,
                       uint32_t tf, const uint32_t *pos, kv_err *err)
 {
-    uint32_t t;
-    bool added;
-    int rc = idx__strtab_put(&w->bterms, k->s, k->len, &t, &added, err);
-    if (rc)
-        return rc;
-    uint32_t i = w->nrec;
-    if ((rc = idx__grow(&w->rec_term, &w->cap_t, i + 1, 4, err)) ||
-        (rc = idx__grow(&w->rec_doc, &w->cap_d, i + 1, 4, err)) ||
-        (rc = idx__grow(&w->rec_tf, &w->cap_f, i + 1, 4, err)) ||
-        (rc = idx__grow(&w->rec_pos, &w->cap_p, i + 1, 4, err)))
-        return rc;
-    uint32_t np = w->positions ? tf : 0;
-    if ((rc = idx__grow(&w->bpos, &w->cap_bpos, (uint64_t)w->nbpos + np, 4, err)))
-        return rc;
-    w->rec_term[i] = t;
-    w->rec_doc[i] = docid;
-    w->rec_tf[i] = tf;
-    w->rec_pos[i] = w->nbpos;
-    memcpy(w->bpos + w->nbpos, pos, (size_t)np * 4);
-    w->nbpos += np;
-    w->nrec++;
-    return KVFTS_OK;
+    return idx__buf_add(w, k->s, k->len, docid, tf, pos, err);
 }
 
-
-int idx__recref_cmp(const void *a, const void *b)
+/* Append every posting of tp to b. */
+static int block_append(idx_block *b, const idx_tpost *tp, kv_err *err)
 {
-    const recref *x = a, *y = b;
-    return x->doc < y->doc ? -1 : x->doc > y->doc;
-}
-
-/* Append records recs[0..n) (sorted) to block b (which may hold stored
- * postings already). */
-static int block_append(idx_writer *w, idx_block *b, const recref *recs,
-                        uint32_t n, kv_err *err)
-{
-    uint64_t npos = b->npos;
-    for (uint32_t i = 0; i < n; i++)
-        npos += w->positions ? w->rec_tf[recs[i].rec] : 0;
+    uint32_t n = tp->n;
+    uint64_t npos = b->npos + (b->positions ? tp->cf : 0);
     int rc = idx_block_reserve(b, b->n + n + 1, npos + 1, err);
     if (rc)
         return rc;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t r = recs[i].rec, k = b->n++;
-        b->ids[k] = w->rec_doc[r];
-        b->tfs[k] = w->rec_tf[r];
+        uint32_t k = b->n++;
+        b->ids[k] = tp->ids[i];
+        b->tfs[k] = tp->tfs[i];
         if (b->positions) {
             b->poff[k] = b->npos;
-            memcpy(b->pos + b->npos, w->bpos + w->rec_pos[r],
-                   (size_t)w->rec_tf[r] * 4);
-            b->npos += w->rec_tf[r];
+            memcpy(b->pos + b->npos, tp->pos + tp->poff[i],
+                   (size_t)tp->tfs[i] * 4);
+            b->npos += tp->tfs[i];
         }
     }
     if (b->positions)
@@ -1023,15 +982,11 @@ static int header_get(idx_writer *w, kv_txn *txn, probe *pr, bool *have,
     return kv_buf_append(&w->val, v, vl, err);
 }
 
+/* Merge the buffered postings tp of term k into the stored entry. */
 static int flush_term(idx_writer *w, kv_txn *txn, probe *pr, const keyref *k,
-                      recref *recs, uint32_t n, kv_err *err)
+                      const idx_tpost *tp, kv_err *err)
 {
-    /* Doc ids are ascending unless a replaced document's old id is here. */
-    for (uint32_t i = 1; i < n; i++)
-        if (recs[i].doc <= recs[i - 1].doc) {
-            qsort(recs, n, sizeof *recs, idx__recref_cmp);
-            break;
-        }
+    uint32_t n = tp->n;
     kv_buf_reset(&w->key);
     int rc = kv_buf_append(&w->key, k->s, k->len, err);
     if (rc)
@@ -1045,14 +1000,12 @@ static int flush_term(idx_writer *w, kv_txn *txn, probe *pr, const keyref *k,
     if (rc)
         return rc;
     idx_block *b = &w->out;
-    uint64_t cf = 0;
-    for (uint32_t i = 0; i < n; i++)
-        cf += w->rec_tf[recs[i].rec];
+    uint64_t cf = tp->cf;
     if (!have) {
         b->n = 0;
         b->npos = 0;
         b->positions = w->positions;
-        rc = block_append(w, b, recs, n, err);
+        rc = block_append(b, tp, err);
         if (rc)
             return rc;
         /* The header goes first: it sorts before the term's blocks, so on a
@@ -1060,7 +1013,7 @@ static int flush_term(idx_writer *w, kv_txn *txn, probe *pr, const keyref *k,
          * DB splits a full page by moving one item and leaves pages full
          * (written after the blocks, it split them in half). */
         uint32_t nb = (b->n + IDX_BLOCK_DOCS - 1) / IDX_BLOCK_DOCS;
-        h = (idx_header){ n, cf, nb, recs[n - 1].doc,
+        h = (idx_header){ n, cf, nb, tp->ids[n - 1],
                           b->ids[(nb - 1) * IDX_BLOCK_DOCS], w->positions };
         rc = idx_header_encode(&h, &w->val, err);
         if (!rc)
@@ -1070,7 +1023,7 @@ static int flush_term(idx_writer *w, kv_txn *txn, probe *pr, const keyref *k,
         if (!rc)
             rc = put_blocks(w, txn, tklen, b, 0, b->n, &nb, &lf, err);
         return rc;
-    } else if (recs[0].doc > h.last && h.positions == w->positions) {
+    } else if (tp->ids[0] > h.last && h.positions == w->positions) {
         /* Append after the last stored posting. */
         rc = idx_key_block(&w->key, tklen, h.lastblk, err);
         if (!rc)
@@ -1083,21 +1036,20 @@ static int flush_term(idx_writer *w, kv_txn *txn, probe *pr, const keyref *k,
             rc = idx_block_decode(b, h.lastblk, w->val2.data, w->val2.len,
                                   IDX_DECODE_POSITIONS, err);
         if (!rc)
-            rc = block_append(w, b, recs, n, err);
+            rc = block_append(b, tp, err);
         uint32_t nb = 0, lf = 0;
         if (!rc)
             rc = put_blocks(w, txn, tklen, b, 0, b->n, &nb, &lf, err);
         h.blocks += nb - 1;
         h.df += n;
         h.cf += cf;
-        h.last = recs[n - 1].doc;
+        h.last = tp->ids[n - 1];
         h.lastblk = lf;
     } else {
         for (uint32_t i = 0; i < n && !rc; i++) {
-            uint32_t r = recs[i].rec;
             w->key.len = tklen;
-            rc = term_apply(w, txn, tklen, w->rec_doc[r], w->rec_tf[r],
-                            w->bpos + w->rec_pos[r], err);
+            rc = term_apply(w, txn, tklen, tp->ids[i], tp->tfs[i],
+                            tp->pos ? tp->pos + tp->poff[i] : NULL, err);
         }
         return rc;
     }
@@ -1112,64 +1064,22 @@ static int flush_term(idx_writer *w, kv_txn *txn, probe *pr, const keyref *k,
 }
 
 
-void idx__grouped_free(grouped *g)
-{
-    kv_free(g->start);
-    kv_free(g->recs);
-    kv_free(g->order);
-    memset(g, 0, sizeof *g);
-}
-
-int idx__buffer_group(idx_writer *w, grouped *g, kv_err *err)
-{
-    uint32_t nt = w->bterms.n;
-    memset(g, 0, sizeof *g);
-    g->nterms = nt;
-    g->start = kv_calloc((size_t)nt + 1, sizeof *g->start);
-    g->recs = kv_malloc(((size_t)w->nrec + 1) * sizeof *g->recs);
-    g->order = kv_malloc(((size_t)nt + 1) * sizeof *g->order);
-    if (!g->start || !g->recs || !g->order) {
-        idx__grouped_free(g);
-        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    }
-    for (uint32_t i = 0; i < w->nrec; i++)
-        g->start[w->rec_term[i] + 1]++;
-    for (uint32_t t = 0; t < nt; t++)
-        g->start[t + 1] += g->start[t];
-    for (uint32_t i = 0; i < w->nrec; i++) {
-        uint32_t t = w->rec_term[i];
-        g->recs[g->start[t]++] = (recref){ w->rec_doc[i], i };
-    }
-    for (uint32_t t = nt; t > 0; t--)
-        g->start[t] = g->start[t - 1];
-    g->start[0] = 0;
-    for (uint32_t t = 0; t < nt; t++) {
-        uint32_t l;
-        g->order[t].s = idx__strtab_str(&w->bterms, t, &l);
-        g->order[t].len = l;
-        g->order[t].id = t;
-    }
-    if (nt > 1)
-        qsort(g->order, nt, sizeof *g->order, keyref_cmp);
-    return KVFTS_OK;
-}
-
 int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
 {
     int rc = KVFTS_OK;
-    if (w->nrec && !w->dry) {
+    if (w->npost && !w->dry) {
         /* Terms in key order: the B-tree is written front to back. */
-        grouped g;
+        keyref *order = NULL;
         probe pr = { NULL, KV_BUF_INIT, false, false };
-        rc = idx__buffer_group(w, &g, err);
-        for (uint32_t i = 0; !rc && i < g.nterms; i++) {
-            uint32_t t = g.order[i].id;
-            rc = flush_term(w, txn, &pr, &g.order[i], g.recs + g.start[t],
-                            g.start[t + 1] - g.start[t], err);
+        rc = idx__buf_terms(w, &order, err);
+        for (uint32_t i = 0; !rc && i < w->bterms.n; i++) {
+            rc = idx__buf_decode(w, order[i].id, &w->tp, err);
+            if (!rc)
+                rc = flush_term(w, txn, &pr, &order[i], &w->tp, err);
         }
         kv_cursor_close(pr.c);
         kv_buf_free(&pr.bound);
-        idx__grouped_free(&g);
+        kv_free(order);
     }
     if (!rc)
         rc = fields_flush(w, txn, err);
@@ -1221,7 +1131,7 @@ int idx_doc_apply(idx_writer *w, kv_txn *txn, uint32_t docid, kv_err *err)
     uint32_t i = 0, j = 0, no = o->present ? o->keys.n : 0;
     uint32_t nn = nw->present ? nw->keys.n : 0;
     while (!rc && (i < no || j < nn)) {
-        int c = i == no ? 1 : j == nn ? -1 : keyref_cmp(&o->order[i],
+        int c = i == no ? 1 : j == nn ? -1 : idx__keyref_cmp(&o->order[i],
                                                          &nw->order[j]);
         if (c < 0) {              /* only in the old version: remove */
             rc = set_posting(w, txn, &o->order[i], docid, 0, NULL, err);

@@ -334,6 +334,28 @@ typedef struct dterms {
     kv_err *err;
 } dterms;
 
+/* One buffered term: a chain of chunks holding its encoded postings. */
+typedef struct idx_tbuf {
+    uint32_t head, tail;  /* arena offsets of its first and last chunk */
+    uint32_t used;        /* payload bytes used in the last chunk */
+    uint32_t last;        /* doc id of the last posting added */
+    uint32_t n;           /* postings */
+    uint8_t cls;          /* size class of the last chunk */
+    bool unsorted;        /* a doc id came after a larger one */
+} idx_tbuf;
+
+/* One term's buffered postings, decoded and in doc id order: posting i is
+ * ids[i], tfs[i], positions pos[poff[i]] .. (tfs[i] of them). */
+typedef struct idx_tpost {
+    uint32_t n;
+    uint64_t cf;
+    uint32_t *ids, *tfs, *poff, *pos;
+    uint32_t idcap, tfcap, poffcap, poscap;
+    uint32_t *perm, *tmp;
+    uint32_t permcap, tmpcap;
+    kv_buf bytes;
+} idx_tpost;
+
 typedef struct field_state {
     uint32_t id;          /* 0 = not known yet */
     int64_t ddocs;        /* pending change of the field statistics */
@@ -352,10 +374,11 @@ struct idx_writer {
     dterms old, neu;      /* the last prepared change */
     /* the bulk buffer */
     strtab bterms;        /* buffered term keys -> term id */
-    uint32_t *rec_term, *rec_doc, *rec_tf, *rec_pos;
-    uint32_t nrec, cap_t, cap_d, cap_f, cap_p;
-    uint32_t *bpos;
-    uint32_t nbpos, cap_bpos;
+    idx_tbuf *tb;         /* per term id: its chain (idx_buffer.c) */
+    uint32_t tbcap;
+    kv_buf arena;         /* the chains' chunks */
+    kv_buf enc;           /* one posting being encoded */
+    uint64_t npost;       /* postings buffered */
     strtab bdocs;         /* doc ids (4 bytes) with buffered postings */
     /* fields */
     strtab fnames;        /* field name -> index in fs */
@@ -363,27 +386,28 @@ struct idx_writer {
     uint32_t fscap;
     /* scratch */
     kv_buf key, val, val2;
+    idx_tpost tp;         /* the term being flushed or checked */
     idx_block blk, out;
     idx_len *lens;        /* the document's field lengths being built */
     uint32_t nlens, lcap;
 };
 
-/* Records of one term, as an idx_block (sorted by doc id). */
-typedef struct recref {
-    uint32_t doc;
-    uint32_t rec;
-} recref;
-int idx__recref_cmp(const void *a, const void *b);
+int idx__keyref_cmp(const void *a, const void *b);
 
-/* The buffered records grouped by term (counting sort, stable) with the
- * terms in key order.  Caller frees the three arrays. */
-typedef struct grouped {
-    uint32_t *start;      /* per term id (+1): its records in recs */
-    recref *recs;
-    keyref *order;        /* terms sorted by key */
-    uint32_t nterms;
-} grouped;
-int idx__buffer_group(idx_writer *w, grouped *g, kv_err *err);
-void idx__grouped_free(grouped *g);
+/* ---- the bulk buffer (idx_buffer.c) ---- */
+
+/** Append a posting of key "field\0term" (adding the term). */
+int idx__buf_add(idx_writer *w, const char *key, size_t klen, uint32_t doc,
+                 uint32_t tf, const uint32_t *pos, kv_err *err);
+/** Memory the buffer takes. */
+size_t idx__buf_bytes(const idx_writer *w);
+/** Empty the chains (the term and doc tables are reset by the caller). */
+void idx__buf_reset(idx_writer *w);
+void idx__buf_free(idx_writer *w);
+/** The buffered terms in key order (id = term id); caller frees. */
+int idx__buf_terms(idx_writer *w, keyref **order, kv_err *err);
+/** Decode term @p t's postings into @p tp (reused). */
+int idx__buf_decode(idx_writer *w, uint32_t t, idx_tpost *tp, kv_err *err);
+void idx__tpost_free(idx_tpost *tp);
 
 #endif /* KVFTS_INDEX_H */
