@@ -117,7 +117,7 @@ int idx__buf_add(idx_writer *w, const char *key, size_t klen, uint32_t doc,
     unsigned char *p = (unsigned char *)e->data;
     size_t k = 0;
     int64_t gap = (int64_t)doc - (int64_t)tb->last;
-    k += idx_varint_put(p + k, (uint64_t)((gap << 1) ^ (gap >> 63)));
+    k += idx_varint_put(p + k, ((uint64_t)gap << 1) ^ (uint64_t)(gap >> 63));
     k += idx_varint_put(p + k, tf);
     for (uint32_t j = 0; j < np; j++)
         k += idx_varint_put(p + k, j ? pos[j] - pos[j - 1] : pos[0]);

@@ -22,14 +22,15 @@
  *
  * Bulk loads turn buffering on: the postings of the new versions go to an
  * in-memory buffer (a term table plus one chain of encoded postings per
- * term, idx_buffer.c), and idx_flush() merges them into the stored entries in key
- * order: a new term is written as full blocks, and a term whose new doc ids
- * all come after its last stored one (the usual case: new documents get new,
- * larger ids) appends to its last block and then writes full blocks; only
- * other cases fall back to term_apply per posting.  Removals are applied at
- * once; a document whose postings are still in the buffer is flushed before
- * it is changed again.  Field statistics are summed in memory and written
- * by idx_flush(), which the database handle calls before every commit.
+ * term, idx_buffer.c), and idx_flush() merges them into the stored entries
+ * in key order: a new term is written as full blocks, and a term whose new
+ * doc ids all come after its last stored one (the usual case: new documents
+ * get new, larger ids) appends to its last block and then writes full
+ * blocks; only other cases fall back to term_apply per posting.  Removals
+ * are applied at once; a document whose postings are still in the buffer
+ * is flushed before it is changed again.  Field statistics are summed in
+ * memory and written by idx_flush(), which the database handle calls before
+ * every commit.
  *
  * The field dictionary (name -> id, for the compact per-document length
  * records) is cached per writer; idx_discard() drops the cache with the
@@ -953,10 +954,12 @@ static int header_get(idx_writer *w, kv_txn *txn, probe *pr, bool *have,
     const char *k = w->key.data;
     size_t kl = w->key.len;
     *have = false;
+    if (pr->valid && pr->end)
+        return KVFTS_OK;
     if (pr->valid) {
         size_t m = kl < pr->bound.len ? kl : pr->bound.len;
         int c = memcmp(k, pr->bound.data, m);
-        if (pr->end || c < 0 || (c == 0 && kl < pr->bound.len))
+        if (c < 0 || (c == 0 && kl < pr->bound.len))
             return KVFTS_OK;
     }
     int rc = pr->c ? KVFTS_OK : kv_cursor_open(&pr->c, txn, KV_POSTINGS, err);
