@@ -95,5 +95,6 @@ int cmd_terms(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_reindex(int argc, char **argv);
 int cmd_search(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif /* KVFTS_TOOL_H */

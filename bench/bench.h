@@ -1,0 +1,292 @@
+/*
+ * bench/bench.h -- the internal header of kvfts-bench, the side-by-side
+ * benchmark of kvfts and SQLite FTS5 (DESIGN.md §8, issue 6).  One header
+ * for the harness's files, in "interface to bench_X.c" sections:
+ *
+ *   kvfts_bench.c   main: options, finding the bench/ directory and the
+ *                   binaries, the corpus run and the growth run
+ *   bench_spec.c    corpus specs (bench/corpora/NAME.json), query sets
+ *                   (bench/queries/NAME.tsv), key templates
+ *   bench_jsonl.c   a streaming JSON Lines reader (YAJL callbacks) that
+ *                   picks the indexed fields and the key's values
+ *   bench_load.c    the loads: kvfts (the real command, fork+exec) and FTS5
+ *                   (this binary), each measured in a clean child; sizes
+ *   bench_run.c     timed queries on both engines and match-set agreement
+ *   bench_report.c  figures and targets, the tables and JSON
+ *   bench_chart.c   the SVG charts (gnuplot)
+ *   bench_util.c    messages, allocation, paths, formatting
+ *
+ * Nothing here is part of the library: the harness uses only kvfts.h,
+ * libsqlite3 and YAJL.  Fallible functions print one line
+ * "kvfts-bench: <what>: <why>" and return an exit status (BENCH_ERR or
+ * BENCH_USAGE), 0 on success.
+ */
+#ifndef KVFTS_BENCH_H
+#define KVFTS_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit statuses of kvfts-bench. */
+enum {
+    BENCH_OK = 0,      /* the run completed (targets may be missed) */
+    BENCH_ERR = 1,     /* a step failed */
+    BENCH_USAGE = 2    /* bad arguments, unknown corpus, bad spec or queries */
+};
+
+/* The query classes of the issue, in report order. */
+enum {
+    CLS_TERM_COMMON, CLS_TERM_RARE, CLS_AND2, CLS_AND3, CLS_OR, CLS_NOT,
+    CLS_PHRASE, CLS_PREFIX, CLS_FIELD, NCLASS
+};
+extern const char *const bench_class_names[NCLASS];
+
+/* What is timed per query: top-10 and count on each engine. */
+enum { M_KV_TOP, M_FTS_TOP, M_KV_COUNT, M_FTS_COUNT, NMODE };
+
+#define BENCH_MAX_SIZES 16
+
+/* ---- interface to bench_util.c ------------------------------------------ */
+
+/** Print "kvfts-bench: <formatted>" on stderr; returns @p code. */
+int bench_fail(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/** "kvfts-bench: warning: <formatted>" on stderr. */
+void bench_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** A progress note on stderr, only when it is a terminal. */
+void bench_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** True when stderr is a terminal (progress is shown). */
+bool bench_tty(void);
+double bench_now(void);                  /* monotonic seconds */
+/** malloc'd "a/b"; exits on out of memory (the harness is a program). */
+char *bench_path(const char *dir, const char *name);
+char *bench_strdup(const char *s);
+char *bench_strndup(const char *s, size_t n);
+void *bench_xmalloc(size_t n);
+void *bench_xrealloc(void *p, size_t n);
+bool bench_is_dir(const char *path);
+bool bench_is_file(const char *path);
+/** malloc'd directory part of @p path ("." if none). */
+char *bench_dir_of(const char *path);
+/** mkdir -p; 0 or BENCH_ERR (message printed). */
+int bench_make_dirs(const char *dir);
+/** 1234567 -> "1,234,567" */
+void bench_thousands(char *out, size_t cap, double v);
+/** a / b, or NAN when b is not positive. */
+double bench_per(double a, double b);
+
+/* ---- interface to bench_spec.c ------------------------------------------ */
+
+/* A key template, "pkg::{package}": literal text and dotted paths. */
+typedef struct bench_tmpl {
+    char *text;           /* the template as given */
+    size_t nparts;
+    struct {
+        char *lit;        /* literal text, or NULL for a path */
+        size_t path;      /* index into paths[] */
+    } *parts;
+    char **paths;         /* distinct dotted paths, in order of appearance */
+    size_t npaths;
+} bench_tmpl;
+
+/* bench/corpora/NAME.json */
+typedef struct bench_spec {
+    char *file;           /* the spec's path */
+    char *name, *title;
+    bool synthetic;
+    bench_tmpl key;       /* the `kvfts load --key` template */
+    char **fields;        /* indexed top-level string fields = FTS5 columns */
+    size_t nfields;
+    char *config;         /* compact JSON for kvfts init --config; NULL */
+    char *queries;        /* file name under bench/queries/ */
+} bench_spec;
+
+/* One line of a query set, and what running it measured. */
+typedef struct bench_query {
+    int cls;
+    char *kv, *fts;       /* the query in each engine's syntax */
+    unsigned line;        /* line in the .tsv */
+    double *t[NMODE];     /* runs samples per mode, milliseconds */
+    double med[NMODE];    /* median per mode */
+    uint64_t kv_count, fts_count;   /* from the count queries */
+    size_t kv_top, fts_top;         /* hits of the top-10 queries */
+    /* match-set agreement (when compared) */
+    bool compared;
+    uint64_t kv_matches, fts_matches;
+    bool equal;
+    char *diff_key;       /* first differing key, or NULL */
+    bool diff_in_kv;      /* that key is only in kvfts's set (else FTS5's) */
+} bench_query;
+
+typedef struct bench_queries {
+    char *file;
+    bench_query *q;
+    size_t n;
+} bench_queries;
+
+int bench_spec_load(bench_spec *s, const char *file);
+void bench_spec_free(bench_spec *s);
+int bench_queries_load(bench_queries *qs, const char *file);
+/** Forget what running the queries measured (before running them again). */
+void bench_queries_reset(bench_queries *qs);
+void bench_queries_free(bench_queries *qs);
+/** Parse a template; returns 0 or BENCH_USAGE (message printed). */
+int bench_tmpl_parse(bench_tmpl *t, const char *text, const char *where);
+void bench_tmpl_free(bench_tmpl *t);
+/** Render into buf (growing it); vals[i] / lens[i] are the values of
+ *  t->paths[i] (NULL: missing).  Returns the length, or -1 and the missing
+ *  path's index in *missing. */
+long bench_tmpl_render(char **buf, size_t *cap, const bench_tmpl *t,
+                       const char *const *vals, const size_t *lens,
+                       size_t *missing);
+
+/* ---- interface to bench_jsonl.c ----------------------------------------- */
+
+/* Called per document with the values picked: slot i is names[i]. */
+typedef int (*jl_doc_fn)(void *payload, const char *const *vals,
+                         const size_t *lens, uint64_t bytes_read);
+
+/** Stream the JSON Lines file @p path: each top-level value must be an
+ *  object.  Slots [0, nfields) take top-level string members by name;
+ *  slots [nfields, nfields + npaths) take the scalar (string, number or
+ *  boolean as written) at a dotted path.  A non-zero return of @p fn stops
+ *  the scan and is returned.  On a read or parse error, writes a message to
+ *  @p err and returns -1. */
+int jl_scan(const char *path, const char *const *fields, size_t nfields,
+            const char *const *paths, size_t npaths, jl_doc_fn fn,
+            void *payload, char *err, size_t errcap);
+
+/* ---- interface to bench_load.c ------------------------------------------ */
+
+typedef struct bench_corpus {
+    char *path;           /* the JSON Lines file */
+    uint64_t docs;        /* documents (objects) in it */
+    uint64_t bytes;       /* its size */
+    uint64_t text_bytes;  /* bytes of the indexed fields' strings */
+} bench_corpus;
+
+/* One engine's load, measured in its own process. */
+typedef struct bench_load {
+    bool done;
+    double secs;          /* wall clock of the loading process */
+    double user_s, sys_s; /* its CPU time */
+    uint64_t maxrss_kb;   /* its peak RSS (wait4's ru_maxrss) */
+    uint64_t data_bytes;  /* data files on disk after the load */
+    uint64_t log_bytes;   /* kvfts: log.* files */
+    uint64_t region_bytes;/* kvfts: __db.* region files */
+    uint64_t docs;        /* documents the engine holds */
+    uint64_t terms;       /* kvfts: fts:: entries; FTS5: (column, term) */
+    uint64_t postings;    /* kvfts: stats.postings; FTS5: (column, term, doc) */
+} bench_load;
+
+/* Where things are, for one run. */
+typedef struct bench_env {
+    const char *self;     /* this binary (/proc/self/exe) */
+    const char *kvfts;    /* the kvfts command */
+    const char *work;     /* scratch directory of this corpus */
+    unsigned mem_mb;      /* kvfts load --mem */
+} bench_env;
+
+/** Count documents and indexed text bytes (also checks every document has
+ *  the key's values). */
+int bench_corpus_scan(bench_corpus *c, const bench_spec *s);
+/** kvfts init WORK/kvfts [--config] + kvfts load, measured. */
+int bench_load_kvfts(bench_load *l, const bench_env *e, const bench_spec *s,
+                     const bench_corpus *c);
+/** FTS5 into WORK/fts5.db, measured (runs `kvfts-bench --internal-fts5`). */
+int bench_load_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
+                    const bench_corpus *c);
+/** Remove the databases of WORK (nothing else in it). */
+void bench_work_clean(const char *work);
+/** The internal modes: --internal-measure and --internal-fts5. */
+int bench_internal(int argc, char **argv);
+
+/* ---- interface to bench_run.c ------------------------------------------- */
+
+typedef struct bench_class_stats {
+    size_t nq;            /* queries of the class */
+    double med[NMODE], p99[NMODE];   /* over all samples; NAN if none */
+} bench_class_stats;
+
+typedef struct bench_run_opts {
+    const char *kv_dir;   /* WORK/kvfts */
+    const char *fts_db;   /* WORK/fts5.db, or NULL (--vs none) */
+    const bench_spec *spec;
+    int runs;
+    bool match_sets;      /* compare full match sets (else counts only) */
+} bench_run_opts;
+
+/** Time every query (warm once, then runs times, engines interleaved) and
+ *  compare match sets; fills qs->q[i] and cls[]; also the engines' stats
+ *  (terms, postings, documents) into kv / fts. */
+int bench_run(bench_queries *qs, bench_class_stats cls[NCLASS],
+              bench_load *kv, bench_load *fts, const bench_run_opts *o);
+
+/* ---- interface to bench_report.c ---------------------------------------- */
+
+/* Target kinds of a figure. */
+enum { T_NONE, T_RATIO_GE, T_RATIO_LE, T_ABS_LE };
+
+/* One row of the report. */
+typedef struct bench_fig {
+    char id[64];          /* JSON name, e.g. "or.top10.median_ms" */
+    char label[48];       /* table label */
+    int unit;             /* U_* below */
+    double kv, fts;       /* NAN: not measured */
+    double ratio;         /* kv / fts; NAN without the peer */
+    int target;           /* T_* */
+    double goal;          /* the target's number */
+    int ok;               /* 1 ok, 0 miss, -1 no target or not measured */
+} bench_fig;
+enum { U_DOCS_S, U_MB_S, U_BYTES, U_X, U_KB, U_MS, U_COUNT };
+
+/* Everything one corpus run produced. */
+typedef struct bench_result {
+    const bench_spec *spec;
+    const bench_queries *qs;
+    bench_corpus corpus;
+    bench_load kv, fts;
+    bool vs;              /* the peer ran */
+    int runs;
+    unsigned mem_mb;
+    bench_class_stats cls[NCLASS];
+    bench_fig *figs;
+    size_t nfigs;
+    size_t agree_n, agree_equal;     /* queries compared / equal */
+    uint64_t agree_matches;          /* matches of the compared queries */
+    size_t count_n, count_equal;     /* queries whose counts were compared /
+                                        equal (the growth run's check) */
+} bench_result;
+
+/* The growth run: one result per size. */
+typedef struct bench_growth {
+    const bench_spec *spec;
+    bench_result r[BENCH_MAX_SIZES];
+    size_t n;
+    bool vs;
+    double scale;         /* docs/s at the largest size / at 100k (or the
+                             smallest); NAN with fewer than two sizes */
+    uint64_t scale_from, scale_to;
+    int scale_ok;
+} bench_growth;
+
+/** Compute r->figs from the measurements (targets included). */
+void bench_figures(bench_result *r);
+void bench_print_table(FILE *f, const bench_result *r);
+int bench_write_json(const char *path, const bench_result *r);
+/** The growth target (g->scale*) from the sizes' results. */
+void bench_growth_finish(bench_growth *g);
+void bench_print_growth(FILE *f, const bench_growth *g);
+int bench_write_growth_json(const char *path, const bench_growth *g);
+
+/* ---- interface to bench_chart.c ----------------------------------------- */
+
+/** Write the chart with gnuplot ($KVFTS_GNUPLOT or gnuplot in PATH); warns
+ *  and returns 0 when gnuplot is missing or fails.  Without the peer there
+ *  is no ratio to draw: removes an earlier chart at @p path instead. */
+int bench_write_svg(const char *path, const bench_result *r);
+int bench_write_growth_svg(const char *path, const bench_growth *g);
+
+#endif /* KVFTS_BENCH_H */

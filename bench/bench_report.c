@@ -1,0 +1,696 @@
+/*
+ * bench_report.c -- turning measurements into figures with targets, and
+ * the figures into tables (stdout) and JSON.
+ *
+ * Figures and targets (issue 6).  Every ratio is kvfts / FTS5:
+ *   load docs/s, load MB/s    the ratio is the speed-up; target >= 2
+ *   index size (data files)   target <= 1
+ *   peak load RSS             target: kvfts <= --mem + 64 MB (absolute)
+ *   per class, top-10 and count: median <= 0.5, p99 <= 1
+ *   match sets                identical for every query (100%)
+ *   growth                    docs/s at the largest size >= 0.8 x docs/s
+ *                             at 100,000 (or the smallest size)
+ * Missing a target is reported (MISS), not an error: the exit status says
+ * whether the run completed.  The charts are in bench_chart.c.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#include <yajl/yajl_gen.h>
+
+#include "kvfts.h"
+
+/* ---- figures ------------------------------------------------------------ */
+
+static bench_fig *fig_add(bench_result *r, const char *id, const char *label,
+                          int unit, double kv, double fts)
+{
+    r->figs = bench_xrealloc(r->figs, (r->nfigs + 1) * sizeof *r->figs);
+    bench_fig *f = &r->figs[r->nfigs++];
+    memset(f, 0, sizeof *f);
+    snprintf(f->id, sizeof f->id, "%s", id);
+    snprintf(f->label, sizeof f->label, "%s", label);
+    f->unit = unit;
+    f->kv = kv;
+    f->fts = r->vs ? fts : NAN;
+    f->ratio = f->kv / f->fts;
+    if (!isfinite(f->ratio))
+        f->ratio = NAN;
+    f->ok = -1;
+    return f;
+}
+
+static void fig_target(bench_fig *f, int kind, double goal)
+{
+    f->target = kind;
+    f->goal = goal;
+    double v = kind == T_ABS_LE ? f->kv : f->ratio;
+    if (isnan(v))
+        f->ok = -1;
+    else if (kind == T_RATIO_GE)
+        f->ok = v >= goal;
+    else
+        f->ok = v <= goal;
+}
+
+static void load_figures(bench_result *r)
+{
+    const bench_corpus *c = &r->corpus;
+    const bench_load *k = &r->kv, *f = &r->fts;
+    double docs = (double)c->docs, text = (double)c->text_bytes / 1e6;
+    fig_target(fig_add(r, "load.docs_per_s", "load docs/s", U_DOCS_S,
+                       bench_per(docs, k->secs), bench_per(docs, f->secs)),
+               T_RATIO_GE, 2.0);
+    fig_target(fig_add(r, "load.mb_per_s", "load MB/s (indexed text)",
+                       U_MB_S, bench_per(text, k->secs),
+                       bench_per(text, f->secs)),
+               T_RATIO_GE, 2.0);
+    fig_target(fig_add(r, "index.bytes", "index size (data files)", U_BYTES,
+                       (double)k->data_bytes, (double)f->data_bytes),
+               T_RATIO_LE, 1.0);
+    fig_add(r, "index.size_per_input", "index size / input", U_X,
+            bench_per((double)k->data_bytes, (double)c->bytes),
+            bench_per((double)f->data_bytes, (double)c->bytes));
+    fig_add(r, "index.bytes_per_posting", "index bytes / posting", U_COUNT,
+            bench_per((double)k->data_bytes, (double)k->postings),
+            bench_per((double)f->data_bytes, (double)f->postings));
+    fig_target(fig_add(r, "load.peak_rss_kb", "peak load RSS", U_KB,
+                       (double)k->maxrss_kb, (double)f->maxrss_kb),
+               T_ABS_LE, ((double)r->mem_mb + 64) * 1024);
+}
+
+void bench_figures(bench_result *r)
+{
+    free(r->figs);
+    r->figs = NULL;
+    r->nfigs = 0;
+    load_figures(r);
+    static const struct {
+        const char *id, *label;
+        int kv, fts;
+        bool p99;
+    } kinds[] = {
+        { "top10.median_ms", "top-10 median", M_KV_TOP, M_FTS_TOP, false },
+        { "top10.p99_ms", "top-10 p99", M_KV_TOP, M_FTS_TOP, true },
+        { "count.median_ms", "count median", M_KV_COUNT, M_FTS_COUNT, false },
+        { "count.p99_ms", "count p99", M_KV_COUNT, M_FTS_COUNT, true },
+    };
+    for (int c = 0; c < NCLASS; c++)
+        for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+            const bench_class_stats *s = &r->cls[c];
+            const double *v = kinds[k].p99 ? s->p99 : s->med;
+            char id[64], label[48];
+            snprintf(id, sizeof id, "%s.%s", bench_class_names[c],
+                     kinds[k].id);
+            snprintf(label, sizeof label, "%s %s", bench_class_names[c],
+                     kinds[k].label);
+            bench_fig *f = fig_add(r, id, label, U_MS,
+                                   s->nq ? v[kinds[k].kv] : NAN,
+                                   s->nq ? v[kinds[k].fts] : NAN);
+            fig_target(f, T_RATIO_LE, kinds[k].p99 ? 1.0 : 0.5);
+        }
+    r->agree_n = r->agree_equal = 0;
+    r->agree_matches = 0;
+    r->count_n = r->vs ? r->qs->n : 0;
+    r->count_equal = 0;
+    for (size_t i = 0; i < r->qs->n; i++) {
+        const bench_query *q = &r->qs->q[i];
+        r->count_equal += r->vs && q->kv_count == q->fts_count;
+        if (!q->compared)
+            continue;
+        r->agree_n++;
+        r->agree_equal += q->equal;
+        r->agree_matches += q->kv_matches;
+    }
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+
+static void fmt_value(char *out, size_t cap, double v, int unit)
+{
+    if (isnan(v)) {
+        snprintf(out, cap, "-");
+        return;
+    }
+    switch (unit) {
+    case U_DOCS_S: bench_thousands(out, cap, v); break;
+    case U_MB_S: snprintf(out, cap, "%.1f", v); break;
+    case U_BYTES: snprintf(out, cap, "%.1f MB", v / 1e6); break;
+    case U_KB: snprintf(out, cap, "%.1f MB", v / 1024); break;
+    case U_MS:
+        snprintf(out, cap, v < 1 ? "%.3f ms" : v < 10 ? "%.2f ms"
+                 : "%.1f ms", v);
+        break;
+    case U_X: snprintf(out, cap, "%.2f", v); break;
+    default: snprintf(out, cap, "%.1f", v); break;
+    }
+}
+
+static void fmt_target(char *out, size_t cap, const bench_fig *f)
+{
+    switch (f->target) {
+    case T_RATIO_GE: snprintf(out, cap, ">= %.2f", f->goal); break;
+    case T_RATIO_LE: snprintf(out, cap, "<= %.2f", f->goal); break;
+    case T_ABS_LE: snprintf(out, cap, "<= %.0f MB", f->goal / 1024); break;
+    default: out[0] = '\0'; break;
+    }
+}
+
+static void print_header(FILE *out, const bench_result *r)
+{
+    char docs[32];
+    bench_thousands(docs, sizeof docs, (double)r->corpus.docs);
+    fprintf(out, "kvfts bench: %s -- %s\n", r->spec->name, r->spec->title);
+    fprintf(out, "corpus: %s docs, %.1f MB of JSON Lines, %.1f MB of indexed "
+            "text; %zu queries, %d timed runs each, warm caches\n", docs,
+            (double)r->corpus.bytes / 1e6, (double)r->corpus.text_bytes / 1e6,
+            r->qs->n, r->runs);
+    fprintf(out, "kvfts %s (load --mem %u, 64 MB cache)", KVFTS_VERSION_STRING,
+            r->mem_mb);
+    if (r->vs)
+        fprintf(out, " vs SQLite %s FTS5 (unicode61 remove_diacritics 2, "
+                "detail=full, 64 MB cache)", sqlite3_libversion());
+    fprintf(out, "; %ld CPUs\n\n", sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+static void print_diffs(FILE *out, const bench_result *r)
+{
+    for (size_t i = 0; i < r->qs->n; i++) {
+        const bench_query *q = &r->qs->q[i];
+        if (!q->compared || q->equal)
+            continue;
+        fprintf(out, "  DIFFERS %s:%u [%s] kvfts '%s' (%" PRIu64 ") / fts5 "
+                "'%s' (%" PRIu64 "): first difference '%s', only in %s\n",
+                r->qs->file, q->line, bench_class_names[q->cls], q->kv,
+                q->kv_matches, q->fts, q->fts_matches, q->diff_key,
+                q->diff_in_kv ? "kvfts" : "fts5");
+    }
+}
+
+static void print_row(FILE *out, const bench_result *r, const bench_fig *f)
+{
+    char kv[32], fts[32], ratio[32] = "", tgt[32] = "";
+    fmt_value(kv, sizeof kv, f->kv, f->unit);
+    fmt_value(fts, sizeof fts, f->fts, f->unit);
+    if (!isnan(f->ratio))
+        snprintf(ratio, sizeof ratio, "%.2f", f->ratio);
+    if (r->vs || f->target == T_ABS_LE)
+        fmt_target(tgt, sizeof tgt, f);
+    const char *mark = f->ok == 1 ? "ok" : f->ok == 0 ? "MISS" : "";
+    if (r->vs)
+        fprintf(out, "%-28s %12s %12s %11s %10s  %s\n", f->label, kv, fts,
+                ratio, tgt, mark);
+    else
+        fprintf(out, "%-28s %12s %10s  %s\n", f->label, kv, tgt, mark);
+}
+
+void bench_print_table(FILE *out, const bench_result *r)
+{
+    print_header(out, r);
+    if (r->vs)
+        fprintf(out, "%-28s %12s %12s %11s %10s\n", "figure", "kvfts",
+                "fts5", "kvfts/fts5", "target");
+    else
+        fprintf(out, "%-28s %12s %10s\n", "figure", "kvfts", "target");
+    int met = 0, missed = 0;
+    for (size_t i = 0; i < r->nfigs; i++) {
+        print_row(out, r, &r->figs[i]);
+        met += r->figs[i].ok == 1;
+        missed += r->figs[i].ok == 0;
+    }
+    if (r->vs) {
+        fprintf(out, "(kvfts/fts5 of docs/s and MB/s is the speed-up, higher "
+                "is better; of the rest, lower is better)\n");
+        double pct = r->agree_n ? 100.0 * (double)r->agree_equal /
+                                  (double)r->agree_n : 0;
+        char m[32];
+        bench_thousands(m, sizeof m, (double)r->agree_matches);
+        fprintf(out, "\nmatch sets: %zu of %zu queries identical (%.1f%%), "
+                "%s matches  %s\n", r->agree_equal, r->agree_n, pct, m,
+                r->agree_equal == r->agree_n ? "ok" : "MISS");
+        print_diffs(out, r);
+        met += r->agree_equal == r->agree_n;
+        missed += r->agree_equal != r->agree_n;
+    }
+    fprintf(out, "\ntargets: %d met, %d missed\n", met, missed);
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static void jkey(yajl_gen g, const char *k)
+{
+    yajl_gen_string(g, (const unsigned char *)k, strlen(k));
+}
+
+static void jstr(yajl_gen g, const char *k, const char *v)
+{
+    jkey(g, k);
+    if (v)
+        yajl_gen_string(g, (const unsigned char *)v, strlen(v));
+    else
+        yajl_gen_null(g);
+}
+
+static void jint(yajl_gen g, const char *k, uint64_t v)
+{
+    jkey(g, k);
+    yajl_gen_integer(g, (long long)v);
+}
+
+static void jnum(yajl_gen g, const char *k, double v)
+{
+    jkey(g, k);
+    if (!isfinite(v)) {
+        yajl_gen_null(g);
+        return;
+    }
+    char buf[40];
+    int n = snprintf(buf, sizeof buf, "%.6g", v);
+    yajl_gen_number(g, buf, (size_t)n);
+}
+
+static void jbool(yajl_gen g, const char *k, bool v)
+{
+    jkey(g, k);
+    yajl_gen_bool(g, v);
+}
+
+static void cpu_model(char *out, size_t cap)
+{
+    snprintf(out, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            snprintf(out, cap, "%s", colon + 2);
+            out[strcspn(out, "\n")] = '\0';
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+static void json_machine(yajl_gen g)
+{
+    char cpu[256], date[32];
+    struct utsname u;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cpu_model(cpu, sizeof cpu);
+    jkey(g, "machine");
+    yajl_gen_map_open(g);
+    jstr(g, "date", date);
+    jint(g, "nproc", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
+    jstr(g, "cpu", cpu);
+    jint(g, "mem_bytes", (uint64_t)sysconf(_SC_PHYS_PAGES) *
+                         (uint64_t)sysconf(_SC_PAGESIZE));
+    if (uname(&u) == 0) {
+        jstr(g, "kernel", u.release);
+        jstr(g, "arch", u.machine);
+    }
+    yajl_gen_map_close(g);
+    jkey(g, "versions");
+    yajl_gen_map_open(g);
+    jstr(g, "kvfts", KVFTS_VERSION_STRING);
+    jstr(g, "sqlite", sqlite3_libversion());
+    yajl_gen_map_close(g);
+}
+
+static void json_load(yajl_gen g, const char *name, const bench_load *l)
+{
+    jkey(g, name);
+    yajl_gen_map_open(g);
+    jnum(g, "seconds", l->secs);
+    jnum(g, "user_seconds", l->user_s);
+    jnum(g, "system_seconds", l->sys_s);
+    jint(g, "peak_rss_kb", l->maxrss_kb);
+    jint(g, "data_bytes", l->data_bytes);
+    jint(g, "log_bytes", l->log_bytes);
+    jint(g, "region_bytes", l->region_bytes);
+    jint(g, "documents", l->docs);
+    jint(g, "terms", l->terms);
+    jint(g, "postings", l->postings);
+    yajl_gen_map_close(g);
+}
+
+static void json_corpus(yajl_gen g, const bench_result *r)
+{
+    jkey(g, "corpus");
+    yajl_gen_map_open(g);
+    jstr(g, "name", r->spec->name);
+    jstr(g, "title", r->spec->title);
+    jstr(g, "file", r->corpus.path);
+    jint(g, "docs", r->corpus.docs);
+    jint(g, "bytes", r->corpus.bytes);
+    jint(g, "text_bytes", r->corpus.text_bytes);
+    jstr(g, "key", r->spec->key.text);
+    jstr(g, "queries", r->qs->file);
+    yajl_gen_map_close(g);
+}
+
+static void json_figures(yajl_gen g, const bench_result *r)
+{
+    static const char *const kinds[] = { NULL, "ratio >=", "ratio <=",
+                                         "kvfts <=" };
+    jkey(g, "figures");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < r->nfigs; i++) {
+        const bench_fig *f = &r->figs[i];
+        yajl_gen_map_open(g);
+        jstr(g, "id", f->id);
+        jstr(g, "label", f->label);
+        jnum(g, "kvfts", f->kv);
+        jnum(g, "fts5", f->fts);
+        jnum(g, "ratio", f->ratio);
+        jstr(g, "target", kinds[f->target]);
+        jnum(g, "goal", f->target ? f->goal : NAN);
+        jkey(g, "ok");
+        if (f->ok < 0)
+            yajl_gen_null(g);
+        else
+            yajl_gen_bool(g, f->ok);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+}
+
+static void json_classes(yajl_gen g, const bench_result *r)
+{
+    static const char *const keys[NMODE] = {
+        "kvfts_top10", "fts5_top10", "kvfts_count", "fts5_count"
+    };
+    jkey(g, "classes");
+    yajl_gen_map_open(g);
+    for (int c = 0; c < NCLASS; c++) {
+        jkey(g, bench_class_names[c]);
+        yajl_gen_map_open(g);
+        jint(g, "queries", r->cls[c].nq);
+        for (int m = 0; m < NMODE; m++) {
+            char k[48];
+            snprintf(k, sizeof k, "%s_median_ms", keys[m]);
+            jnum(g, k, r->cls[c].med[m]);
+            snprintf(k, sizeof k, "%s_p99_ms", keys[m]);
+            jnum(g, k, r->cls[c].p99[m]);
+        }
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_map_close(g);
+}
+
+static void json_query(yajl_gen g, const bench_query *q, bool vs)
+{
+    yajl_gen_map_open(g);
+    jint(g, "line", q->line);
+    jstr(g, "class", bench_class_names[q->cls]);
+    jstr(g, "kvfts", q->kv);
+    jstr(g, "fts5", q->fts);
+    jint(g, "kvfts_count", q->kv_count);
+    if (vs) {
+        jint(g, "fts5_count", q->fts_count);
+        jbool(g, "counts_equal", q->kv_count == q->fts_count);
+    }
+    if (q->compared) {
+        jint(g, "kvfts_matches", q->kv_matches);
+        jint(g, "fts5_matches", q->fts_matches);
+        jbool(g, "equal", q->equal);
+        if (!q->equal) {
+            jkey(g, "first_difference");
+            yajl_gen_map_open(g);
+            jstr(g, "key", q->diff_key);
+            jstr(g, "only_in", q->diff_in_kv ? "kvfts" : "fts5");
+            yajl_gen_map_close(g);
+        }
+    }
+    jnum(g, "kvfts_top10_median_ms", q->med[M_KV_TOP]);
+    jnum(g, "kvfts_count_median_ms", q->med[M_KV_COUNT]);
+    if (vs) {
+        jnum(g, "fts5_top10_median_ms", q->med[M_FTS_TOP]);
+        jnum(g, "fts5_count_median_ms", q->med[M_FTS_COUNT]);
+    }
+    yajl_gen_map_close(g);
+}
+
+static void json_agreement(yajl_gen g, const bench_result *r)
+{
+    jkey(g, "agreement");
+    yajl_gen_map_open(g);
+    jint(g, "queries", r->agree_n);
+    jint(g, "equal", r->agree_equal);
+    jnum(g, "percent", r->agree_n ? 100.0 * (double)r->agree_equal /
+                                    (double)r->agree_n : NAN);
+    jint(g, "matches", r->agree_matches);
+    jbool(g, "ok", r->agree_n > 0 && r->agree_equal == r->agree_n);
+    yajl_gen_map_close(g);
+}
+
+/* The body shared by a corpus run and each size of a growth run. */
+static void json_result(yajl_gen g, const bench_result *r, bool queries)
+{
+    json_corpus(g, r);
+    jkey(g, "load");
+    yajl_gen_map_open(g);
+    json_load(g, "kvfts", &r->kv);
+    if (r->vs)
+        json_load(g, "fts5", &r->fts);
+    yajl_gen_map_close(g);
+    json_figures(g, r);
+    json_classes(g, r);
+    if (r->vs) {
+        jint(g, "counts_compared", r->count_n);
+        jint(g, "counts_equal", r->count_equal);
+    }
+    if (r->vs && queries)
+        json_agreement(g, r);
+    if (!queries)
+        return;
+    jkey(g, "queries");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < r->qs->n; i++)
+        json_query(g, &r->qs->q[i], r->vs);
+    yajl_gen_array_close(g);
+}
+
+static yajl_gen json_begin(bool vs, int runs, unsigned mem_mb)
+{
+    yajl_gen g = yajl_gen_alloc(NULL);
+    yajl_gen_config(g, yajl_gen_beautify, 1);
+    yajl_gen_config(g, yajl_gen_indent_string, "  ");
+    yajl_gen_map_open(g);
+    jstr(g, "benchmark", "kvfts-bench");
+    jint(g, "format", 1);
+    json_machine(g);
+    jkey(g, "settings");
+    yajl_gen_map_open(g);
+    jstr(g, "peer", vs ? "fts5" : NULL);
+    jint(g, "runs", (uint64_t)runs);
+    jint(g, "mem_mb", mem_mb);
+    jint(g, "cache_mb", 64);
+    jstr(g, "sizes_compared", "data files: kvfts without log.* and __db.* "
+         "(after the load's checkpoint); FTS5 fts5.db");
+    jstr(g, "postings", "kvfts: (field, term, document), _all included; "
+         "FTS5: (column, term, document) from fts5vocab");
+    yajl_gen_map_close(g);
+    return g;
+}
+
+static int json_end(yajl_gen g, const char *path)
+{
+    yajl_gen_map_close(g);
+    const unsigned char *buf;
+    size_t len;
+    yajl_gen_get_buf(g, &buf, &len);
+    FILE *f = fopen(path, "w");
+    int code = 0;
+    if (!f || fwrite(buf, 1, len, f) != len || fputc('\n', f) == EOF)
+        code = bench_fail(BENCH_ERR, "%s: %s", path, strerror(errno));
+    if (f && fclose(f) != 0 && !code)
+        code = bench_fail(BENCH_ERR, "%s: %s", path, strerror(errno));
+    yajl_gen_free(g);
+    return code;
+}
+
+int bench_write_json(const char *path, const bench_result *r)
+{
+    yajl_gen g = json_begin(r->vs, r->runs, r->mem_mb);
+    json_result(g, r, true);
+    int met = 0, missed = 0;
+    for (size_t i = 0; i < r->nfigs; i++) {
+        met += r->figs[i].ok == 1;
+        missed += r->figs[i].ok == 0;
+    }
+    if (r->vs) {                      /* identical match sets, as the table */
+        met += r->agree_equal == r->agree_n;
+        missed += r->agree_equal != r->agree_n;
+    }
+    jkey(g, "targets");
+    yajl_gen_map_open(g);
+    jint(g, "met", (uint64_t)met);
+    jint(g, "missed", (uint64_t)missed);
+    yajl_gen_map_close(g);
+    return json_end(g, path);
+}
+
+/* ---- growth ------------------------------------------------------------- */
+
+static double docs_per_s(const bench_result *r)
+{
+    return bench_per((double)r->corpus.docs, r->kv.secs);
+}
+
+/* The issue's target compares 5,000,000 documents with 100,000: the
+ * largest size against 100,000 when that is a smaller size of the run,
+ * else against the smallest. */
+void bench_growth_finish(bench_growth *g)
+{
+    g->scale = NAN;
+    g->scale_ok = -1;
+    size_t base = g->n, top = 0, small = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        uint64_t d = g->r[i].corpus.docs;
+        if (d == 100000)
+            base = i;
+        if (d > g->r[top].corpus.docs)
+            top = i;
+        if (d < g->r[small].corpus.docs)
+            small = i;
+    }
+    if (base == g->n || base == top)
+        base = small;
+    if (g->n < 2 || base == top)
+        return;
+    g->scale_from = g->r[base].corpus.docs;
+    g->scale_to = g->r[top].corpus.docs;
+    g->scale = bench_per((double)g->scale_to, g->r[top].kv.secs) /
+               bench_per((double)g->scale_from, g->r[base].kv.secs);
+    g->scale_ok = g->scale >= 0.8;
+}
+
+static void print_growth_load(FILE *out, const bench_growth *g)
+{
+    fprintf(out, "%12s %13s %13s %9s %10s %10s %11s %11s\n", "docs",
+            "kvfts docs/s", g->vs ? "fts5 docs/s" : "", g->vs ? "speed-up"
+            : "", "kvfts B/p", g->vs ? "fts5 B/p" : "", "kvfts size",
+            g->vs ? "fts5 size" : "");
+    for (size_t i = 0; i < g->n; i++) {
+        const bench_result *r = &g->r[i];
+        char d[32], kd[32], fd[32] = "", ks[32], fs[32] = "", su[32] = "",
+             fb[32] = "";
+        bench_thousands(d, sizeof d, (double)r->corpus.docs);
+        bench_thousands(kd, sizeof kd, docs_per_s(r));
+        fmt_value(ks, sizeof ks, (double)r->kv.data_bytes, U_BYTES);
+        if (g->vs) {
+            double fdps = bench_per((double)r->corpus.docs, r->fts.secs);
+            bench_thousands(fd, sizeof fd, fdps);
+            snprintf(su, sizeof su, "%.2f", docs_per_s(r) / fdps);
+            fmt_value(fs, sizeof fs, (double)r->fts.data_bytes, U_BYTES);
+            snprintf(fb, sizeof fb, "%.1f",
+                     bench_per((double)r->fts.data_bytes,
+                               (double)r->fts.postings));
+        }
+        fprintf(out, "%12s %13s %13s %9s %10.1f %10s %11s %11s\n", d, kd, fd,
+                su, bench_per((double)r->kv.data_bytes,
+                              (double)r->kv.postings), fb, ks, fs);
+    }
+    if (!isnan(g->scale)) {
+        char a[32], b[32];
+        bench_thousands(a, sizeof a, (double)g->scale_to);
+        bench_thousands(b, sizeof b, (double)g->scale_from);
+        fprintf(out, "target: kvfts docs/s at %s / at %s = %.2f  >= 0.80  "
+                "%s\n", a, b, g->scale, g->scale_ok ? "ok" : "MISS");
+    }
+}
+
+static void print_growth_latency(FILE *out, const bench_growth *g)
+{
+    fprintf(out, "\nmedian latency, ms%s\n%-12s %-7s", g->vs ?
+            " (kvfts / fts5)" : " (kvfts)", "class", "");
+    for (size_t i = 0; i < g->n; i++) {
+        char d[32];
+        bench_thousands(d, sizeof d, (double)g->r[i].corpus.docs);
+        fprintf(out, " %17s", d);
+    }
+    fputc('\n', out);
+    for (int c = 0; c < NCLASS; c++)
+        for (int k = 0; k < 2; k++) {
+            int mk = k ? M_KV_COUNT : M_KV_TOP, mf = k ? M_FTS_COUNT
+                                                       : M_FTS_TOP;
+            fprintf(out, "%-12s %-7s", bench_class_names[c],
+                    k ? "count" : "top-10");
+            for (size_t i = 0; i < g->n; i++) {
+                const bench_class_stats *s = &g->r[i].cls[c];
+                char cell[40];
+                if (g->vs)
+                    snprintf(cell, sizeof cell, "%.3f / %.3f", s->med[mk],
+                             s->med[mf]);
+                else
+                    snprintf(cell, sizeof cell, "%.3f", s->med[mk]);
+                fprintf(out, " %17s", s->nq ? cell : "-");
+            }
+            fputc('\n', out);
+        }
+}
+
+void bench_print_growth(FILE *out, const bench_growth *g)
+{
+    fprintf(out, "kvfts bench --growth: %s -- %s\n", g->spec->name,
+            g->spec->title);
+    if (g->n)
+        fprintf(out, "%zu queries, %d timed runs each, warm caches; kvfts %s "
+                "(load --mem %u)%s%s; B/p = data bytes per posting\n\n",
+                g->r[0].qs->n, g->r[0].runs, KVFTS_VERSION_STRING,
+                g->r[0].mem_mb, g->vs ? " vs SQLite FTS5 " : "",
+                g->vs ? sqlite3_libversion() : "");
+    print_growth_load(out, g);
+    print_growth_latency(out, g);
+    if (!g->vs)
+        return;
+    size_t equal = 0, total = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        total += g->r[i].count_n;
+        equal += g->r[i].count_equal;
+    }
+    fprintf(out, "\nmatch counts: %zu of %zu (query, size) pairs equal  %s\n",
+            equal, total, equal == total ? "ok" : "MISS");
+}
+
+int bench_write_growth_json(const char *path, const bench_growth *g)
+{
+    const bench_result *r0 = &g->r[0];
+    yajl_gen y = json_begin(g->vs, r0->runs, r0->mem_mb);
+    jkey(y, "growth");
+    yajl_gen_array_open(y);
+    for (size_t i = 0; i < g->n; i++) {
+        yajl_gen_map_open(y);
+        jint(y, "docs", g->r[i].corpus.docs);
+        json_result(y, &g->r[i], false);
+        yajl_gen_map_close(y);
+    }
+    yajl_gen_array_close(y);
+    jkey(y, "scale");
+    yajl_gen_map_open(y);
+    jint(y, "from_docs", g->scale_from);
+    jint(y, "to_docs", g->scale_to);
+    jnum(y, "docs_per_s_ratio", g->scale);
+    jnum(y, "goal", 0.8);
+    jkey(y, "ok");
+    if (g->scale_ok < 0)
+        yajl_gen_null(y);
+    else
+        yajl_gen_bool(y, g->scale_ok);
+    yajl_gen_map_close(y);
+    return json_end(y, path);
+}
+

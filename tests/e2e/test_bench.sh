@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# e2e.bench: `kvfts bench` (kvfts-bench) on a tiny generated corpus with its
+# own spec and query set (no real corpora, no network): the table has every
+# figure and class, the JSON parses and shows equal match sets for every
+# query (100% agreement) and sizes on disk; a query pair that does not mean
+# the same is reported as a disagreement (exit status still 0: the run
+# completed; the JSON's agreement.ok is false, the table says DIFFERS and
+# stderr warns); --vs none; a missing gnuplot is a warning; the growth run
+# with a stand-in corpus.sh; and usage errors (exit 2) and a missing
+# kvfts-bench (exit 1).
+source "$(dirname "$0")/lib.sh"
+
+BENCH_BIN="$(dirname "$KVFTS_BIN")/kvfts-bench"
+if [ ! -x "$BENCH_BIN" ]; then
+    echo "$T_NAME: SKIPPED: no kvfts-bench beside kvfts (built with libsqlite3-dev)"
+    finish
+fi
+
+B="$T_DIR/bench"
+mkdir -p "$B/corpora" "$B/queries"
+
+# ~300 documents over a small vocabulary; the key comes from a number.
+gen_corpus() {   # gen_corpus N SEED
+    awk -v n="$1" -v seed="$2" 'BEGIN { srand(seed);
+        split("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu", w, " ");
+        split("red green blue", c, " ");
+        for (i = 1; i <= n; i++) {
+            s = ""; for (j = 0; j < 4 + i % 11; j++) s = s " " w[1 + int(rand() * 12)];
+            t = w[1 + int(rand() * 12)] " " w[1 + int(rand() * 12)];
+            printf "{\"id\":%d,\"title\":\"%s\",\"body\":\"%s\",\"color\":\"%s\",\"n\":%d}\n",
+                   i, t, substr(s, 2), c[1 + i % 3], i % 7 } }'
+}
+gen_corpus 300 7 >"$T_DIR/tiny.jsonl"
+
+cat >"$B/corpora/tiny.json" <<'EOF'
+{"name":"tiny","title":"a tiny test corpus","synthetic":false,
+ "key":"doc::{id}","fields":["title","body","color"],
+ "config":{"analysis":{"exclude":["n"]}},"queries":"tiny.tsv"}
+EOF
+printf '%s\n' \
+    '# class<TAB>kvfts<TAB>fts5' \
+    '' \
+    $'term-common\talpha\talpha' \
+    $'term-rare\tgreen\tgreen' \
+    $'and2\talpha beta\talpha AND beta' \
+    $'and3\talpha beta gamma\talpha AND beta AND gamma' \
+    $'or\tdelta OR zeta\tdelta OR zeta' \
+    $'not\talpha -beta\talpha NOT beta' \
+    $'phrase\t"alpha beta"\t"alpha beta"' \
+    $'prefix\tep*\tep*' \
+    $'field\ttitle:alpha\ttitle : alpha' \
+    $'field\tcolor:(red OR blue) mu\tcolor : (red OR blue) AND mu' \
+    >"$B/queries/tiny.tsv"
+
+bench() {
+    kv bench --bench-dir "$B" --corpus-file "$T_DIR/tiny.jsonl" --runs 1 \
+        --work "$T_DIR/work" --out "$T_DIR/out" "$@"
+}
+
+# --- a full run -------------------------------------------------------------
+expect_exit 0 bench --corpus tiny
+for row in "load docs/s" "load MB/s" "index size (data files)" "peak load RSS"; do
+    check "table row '$row'" grep -q "^$row " <<<"$OUT"
+done
+for c in term-common term-rare and2 and3 or not phrase prefix field; do
+    for k in "top-10 median" "top-10 p99" "count median" "count p99"; do
+        check "table row '$c $k'" grep -q "^$c $k " <<<"$OUT"
+    done
+done
+expect_stdout_contains "match sets: 10 of 10 queries identical (100.0%)"
+J="$T_DIR/out/tiny.json"
+check "JSON parses" jq -e . "$J" >/dev/null
+expect_eq "queries in JSON" "$(jq '.queries | length' "$J")" 10
+expect_eq "agreement" "$(jq -c '[.agreement.ok, .agreement.percent]' "$J")" '[true,100]'
+expect_eq "match sets equal" \
+    "$(jq '[.queries[] | select(.equal and .kvfts_matches == .fts5_matches
+                               and .kvfts_count == .fts5_count)] | length' "$J")" 10
+expect_eq "sizes and memory > 0" \
+    "$(jq '[.load.kvfts.data_bytes, .load.fts5.data_bytes, .load.kvfts.peak_rss_kb,
+            .load.fts5.peak_rss_kb, .load.kvfts.postings] | all(. > 0)' "$J")" true
+expect_eq "documents" "$(jq -c '[.corpus.docs, .load.kvfts.documents, .load.fts5.documents]' "$J")" \
+    '[300,300,300]'
+# A count computed here, independently of both engines.
+want=$(grep -c '"body":"[^"]*\balpha\b\|"title":"[^"]*\balpha\b' "$T_DIR/tiny.jsonl")
+expect_eq "alpha count" "$(jq '.queries[0].kvfts_count' "$J")" "$want"
+expect_eq "figures have targets" \
+    "$(jq '[.figures[] | select(.id == "load.docs_per_s") | .goal] | .[0]' "$J")" 2
+if command -v gnuplot >/dev/null; then
+    check "chart written" grep -q '<svg' "$T_DIR/out/tiny.svg"
+fi
+check "work dir removed" test ! -e "$T_DIR/work"
+
+# --- a pair that does not mean the same: a disagreement ---------------------
+{ cat "$B/queries/tiny.tsv"; printf 'or\talpha OR beta\talpha OR gamma\n'; } >"$T_DIR/bad.tsv"
+expect_exit 0 bench --corpus tiny --queries "$T_DIR/bad.tsv" --vs fts5
+expect_stdout_contains "match sets: 10 of 11 queries identical"
+expect_stdout_contains "DIFFERS"
+expect_stderr_contains "match sets differ on 1 of 11 queries"
+expect_eq "agreement.ok" "$(jq '.agreement.ok' "$J")" false
+expect_eq "the differing query" \
+    "$(jq -c '[.queries[] | select(.equal | not) | .line, .first_difference.only_in]' "$J")" \
+    '[13,"kvfts"]'
+
+# --- kvfts alone; no gnuplot --------------------------------------------------
+expect_exit 0 bench --corpus tiny --vs none
+check "no fts5 column" test "$(grep -c fts5 <<<"$OUT")" = 0
+expect_eq "no peer in JSON" "$(jq -c '[.settings.peer, .load.fts5, .agreement]' "$J")" '[null,null,null]'
+check "no stale chart" test ! -e "$T_DIR/out/tiny.svg"
+KVFTS_GNUPLOT=/nonexistent/gnuplot expect_exit 0 bench --corpus tiny
+expect_stderr_contains "gnuplot not found (install gnuplot-nox)"
+
+# --- growth, with a stand-in corpus.sh for the synthetic corpus ---------------
+cat >"$B/corpus.sh" <<EOF
+#!/usr/bin/env bash
+# test stand-in: corpus.sh NAME OUT DOCS
+[ "\$1" = synthetic ] || exit 1
+awk -v n="\$3" 'BEGIN { srand(3); split("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu", w, " ");
+  split("red green blue", c, " ");
+  for (i = 1; i <= n; i++) { s = ""; for (j = 0; j < 5; j++) s = s " " w[1 + int(rand() * 12)];
+    printf "{\"id\":%d,\"title\":\"%s\",\"body\":\"%s\",\"color\":\"%s\"}\n", i, w[1 + i % 12], substr(s, 2), c[1 + i % 3] } }' >"\$2"
+EOF
+sed 's/"name":"tiny"/"name":"synthetic"/; s/"synthetic":false/"synthetic":true/' \
+    "$B/corpora/tiny.json" >"$B/corpora/synthetic.json"
+expect_exit 0 kv bench --bench-dir "$B" --growth --sizes 50,200 --runs 1 \
+    --work "$T_DIR/gwork" --out "$T_DIR/out" --data "$T_DIR/data"
+expect_stdout_contains "kvfts docs/s at 200 / at 50 ="
+expect_stdout_contains "match counts: 20 of 20 (query, size) pairs equal  ok"
+check "growth table has every class" \
+    test "$(grep -cE '^(term-common|term-rare|and2|and3|or|not|phrase|prefix|field) +(top-10|count) ' <<<"$OUT")" = 18
+expect_eq "growth JSON" "$(jq -c '[.growth[].docs, (.scale.to_docs)]' "$T_DIR/out/growth.json")" '[50,200,200]'
+check "corpora built" test -s "$T_DIR/data/synthetic-200.jsonl"
+
+# --- usage and missing pieces -------------------------------------------------
+bench_error() {   # bench_error CODE TEXT ARGS...: one line "kvfts-bench: ..."
+    local code=$1 text=$2
+    shift 2
+    expect_exit "$code" kv bench "$@"
+    [ "$(wc -l <"$T_DIR/.err")" = 1 ] || fail "stderr is not one line"
+    [[ "$ERR" == "kvfts-bench: "* ]] || fail "stderr does not start with 'kvfts-bench: '"
+    expect_stderr_contains "$text"
+}
+bench_error 2 "corpus 'nope': unknown" --bench-dir "$B" --corpus nope
+expect_stderr_contains "known: synthetic, tiny"
+bench_error 2 "unknown option '--frobnicate'" --corpus tiny --frobnicate
+bench_error 2 "--runs takes 1 to 100000, not '0'" --corpus tiny --runs 0
+bench_error 2 "--vs is fts5 or none, not 'lucene'" --corpus tiny --vs lucene
+bench_error 2 "give --corpus NAME or --growth" --runs 3
+bench_error 2 "drop --corpus" --growth --corpus tiny
+bench_error 2 "bench dir $T_DIR/none: not a directory" --bench-dir "$T_DIR/none" --corpus tiny
+mkdir -p "$T_DIR/mine/kvfts" && echo precious >"$T_DIR/mine/kvfts/file"
+bench_error 2 "work dir $T_DIR/mine: not empty and not made by kvfts-bench" \
+    --bench-dir "$B" --corpus tiny --corpus-file "$T_DIR/tiny.jsonl" --work "$T_DIR/mine"
+check "a foreign work dir is left alone" test -s "$T_DIR/mine/kvfts/file"
+expect_exit 0 bench --corpus tiny --keep
+check "--keep keeps the databases" test -d "$T_DIR/work/kvfts" -a -s "$T_DIR/work/fts5.db"
+expect_exit 0 bench --corpus tiny
+check "a kept work dir is reused, then removed" test ! -e "$T_DIR/work"
+printf 'phrase\tonly two columns\n' >"$T_DIR/short.tsv"
+bench_error 2 "short.tsv:1: expected CLASS<TAB>KVFTS QUERY<TAB>FTS5 QUERY" \
+    --bench-dir "$B" --corpus tiny --queries "$T_DIR/short.tsv"
+printf 'fuzzy\ta\ta\n' >"$T_DIR/cls.tsv"
+bench_error 2 "cls.tsv:1: unknown class 'fuzzy'" --bench-dir "$B" --corpus tiny --queries "$T_DIR/cls.tsv"
+expect_exit 0 kv bench --help
+expect_stdout_contains "--growth"
+KVFTS_BENCH_BIN="$T_DIR/none/kvfts-bench" expect_error 1 \
+    "bench: kvfts-bench not found (it is built when libsqlite3-dev is installed)" kv bench --corpus tiny
+
+finish
