@@ -319,50 +319,51 @@ typedef struct phrase_it {
     size_t *order;        /* indexes of p by ascending df */
     size_t field;
     double idf_sum;
-    uint32_t pf;          /* phrase frequency in the current match */
+    uint32_t pf;          /* phrase frequency in the current match (0: not
+                             counted yet) */
+    const uint32_t **pos; /* per term: its positions in the current match */
+    uint32_t *npos, *at;  /* their count; where the walk is */
     size_t qpos;          /* for messages */
     const char *fname;    /* borrowed from the plan */
 } phrase_it;
 
-static bool has_pos(const uint32_t *v, uint32_t n, uint32_t x)
-{
-    uint32_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && v[lo] == x;
-}
-
-/* Phrase frequency of the document every term sits on. */
-static int phrase_count(phrase_it *ph, uint32_t *pf, kv_err *err)
+/* Occurrences of the phrase in the document every term sits on: all of
+ * them, or (all false) whether there is one.  The terms' position lists
+ * are walked once each, in step (the wanted position only grows); a count
+ * or an unscored match needs only the first. */
+static int phrase_count(phrase_it *ph, bool all, uint32_t *pf, kv_err *err)
 {
     *pf = 0;
-    const uint32_t *p0 = idx_postings_positions(ph->p[0]);
-    uint32_t n0 = idx_postings_tf(ph->p[0]);
-    if (!p0)
-        goto nopos;
-    for (uint32_t a = 0; a < n0; a++) {
-        uint32_t s = p0[a];
-        bool all = true;
-        for (size_t i = 1; all && i < ph->n; i++) {
-            const uint32_t *pi = idx_postings_positions(ph->p[i]);
-            if (!pi)
-                goto nopos;
-            uint64_t want = (uint64_t)s + ph->offs[i];
-            all = want <= UINT32_MAX &&
-                  has_pos(pi, idx_postings_tf(ph->p[i]), (uint32_t)want);
+    for (size_t i = 0; i < ph->n; i++) {
+        ph->pos[i] = idx_postings_positions(ph->p[i]);
+        ph->npos[i] = idx_postings_tf(ph->p[i]);
+        ph->at[i] = 0;
+        if (!ph->pos[i])
+            return kv_seterr(err, KVFTS_ECORRUPT, "query: phrase at %zu: "
+                             "postings of field '%s' lack the positions "
+                             "their header promises", ph->qpos, ph->fname);
+    }
+    for (uint32_t a = 0; a < ph->npos[0]; a++) {
+        uint64_t s = ph->pos[0][a];
+        bool match = true;
+        for (size_t i = 1; match && i < ph->n; i++) {
+            uint64_t want = s + ph->offs[i];
+            const uint32_t *v = ph->pos[i];
+            uint32_t k = ph->at[i], n = ph->npos[i];
+            while (k < n && v[k] < want)
+                k++;
+            ph->at[i] = k;
+            if (k == n)
+                return KVFTS_OK;       /* no later start can match */
+            match = v[k] == want;
         }
-        *pf += all;
+        if (match) {
+            (*pf)++;
+            if (!all)
+                return KVFTS_OK;
+        }
     }
     return KVFTS_OK;
-nopos:
-    return kv_seterr(err, KVFTS_ECORRUPT, "query: phrase at %zu: postings of "
-                     "field '%s' lack the positions their header promises",
-                     ph->qpos, ph->fname);
 }
 
 /* Position every term on the first document >= target holding the phrase. */
@@ -387,11 +388,11 @@ static int phrase_align(phrase_it *ph, uint32_t target, kv_err *err)
         if (moved)
             continue;
         uint32_t pf;
-        int rc = phrase_count(ph, &pf, err);
+        int rc = phrase_count(ph, false, &pf, err);
         if (rc)
             return rc;
         if (pf) {
-            ph->pf = pf;
+            ph->pf = 0;           /* counted when the match is scored */
             ph->base.docid = target;
             return QRY_OK;
         }
@@ -422,7 +423,9 @@ static int phrase_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
 {
     phrase_it *ph = (phrase_it *)it;
     double dl;
-    int rc = ctx_dl(cx, ph->field, it->docid, &dl, err);
+    int rc = ph->pf ? KVFTS_OK : phrase_count(ph, true, &ph->pf, err);
+    if (!rc)
+        rc = ctx_dl(cx, ph->field, it->docid, &dl, err);
     if (!rc)
         *sum += qry_bm25(ph->idf_sum, ph->pf, dl, cx->fields[ph->field].avgdl);
     return rc;
@@ -435,6 +438,9 @@ static void phrase_free(qry_iter *it)
         idx_postings_close(ph->p[i]);
     kv_free(ph->p);
     kv_free(ph->order);
+    kv_free(ph->pos);
+    kv_free(ph->npos);
+    kv_free(ph->at);
     kv_free(ph);
 }
 
@@ -454,7 +460,10 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     ph->fname = n->field;
     ph->p = kv_calloc(n->nterms, sizeof *ph->p);
     ph->order = kv_calloc(n->nterms, sizeof *ph->order);
-    if (!ph->p || !ph->order) {
+    ph->pos = kv_calloc(n->nterms, sizeof *ph->pos);
+    ph->npos = kv_calloc(n->nterms, sizeof *ph->npos);
+    ph->at = kv_calloc(n->nterms, sizeof *ph->at);
+    if (!ph->p || !ph->order || !ph->pos || !ph->npos || !ph->at) {
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
         goto fail;
     }
