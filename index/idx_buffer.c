@@ -72,7 +72,7 @@ static int chain_append(idx_writer *w, idx_tbuf *tb, const unsigned char *p,
         if (room == 0) {
             uint8_t cls = (uint8_t)(tb->cls + (chunk_size(tb->cls) <
                                                CHUNK_MAX));
-            uint32_t off;
+            uint32_t off = 0;
             int rc = chunk_new(w, cls, &off, err);
             if (rc)
                 return rc;
@@ -103,7 +103,7 @@ int idx__buf_add(idx_writer *w, const char *key, size_t klen, uint32_t doc,
         if ((rc = idx__grow(&w->tb, &w->tbcap, (uint64_t)t + 1,
                             sizeof *w->tb, err)) != 0)
             return rc;
-        uint32_t off;
+        uint32_t off = 0;
         if ((rc = chunk_new(w, 0, &off, err)) != 0)
             return rc;
         w->tb[t] = (idx_tbuf){ off, off, 0, 0, 0, 0, false };
