@@ -277,6 +277,59 @@ const idx_term_info *idx_postings_info(const idx_postings *p)
 
 /* ---- term enumeration --------------------------------------------------- */
 
+int idx_prefix_postings(kv_txn *txn, const char *field, size_t flen,
+                        const char *prefix, size_t plen, uint32_t max_terms,
+                        idx_block_fn fn, void *payload, kv_err *err)
+{
+    kv_buf start = KV_BUF_INIT, cur = KV_BUF_INIT;  /* cur: term's key */
+    kv_cursor *c = NULL;
+    idx_block b;
+    idx_block_init(&b);
+    uint32_t nterms = 0;
+    idx_term_info info = { 0, 0, 0, 0, false };
+    int rc = idx_key_term(&start, field, flen, prefix, plen, err);
+    if (!rc)
+        rc = kv_cursor_open(&c, txn, KV_POSTINGS, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, start.data, start.len, err);
+    while (rc == KVFTS_OK) {
+        const char *k, *v;
+        size_t kl, vl;
+        kv_cursor_key(c, &k, &kl);
+        if (kl < start.len || memcmp(k, start.data, start.len) != 0)
+            break;
+        kv_cursor_val(c, &v, &vl);
+        uint32_t first;
+        if (!memchr(k + flen + 1, 0, kl - flen - 1)) {      /* a header */
+            idx_header h;
+            if ((rc = idx_header_decode(v, vl, &h, err)) != 0)
+                break;
+            if (++nterms > max_terms) {
+                rc = 1;
+                break;
+            }
+            info = (idx_term_info){ h.df, h.cf, h.blocks, h.last,
+                                    h.positions };
+            kv_buf_reset(&cur);
+            if ((rc = kv_buf_append(&cur, k, kl, err)) != 0)
+                break;
+        } else if (nterms &&
+                   idx_key_is_block_of(k, kl, cur.data, cur.len, &first)) {
+            rc = idx_block_decode(&b, first, v, vl, IDX_DECODE_TFS, err);
+            if (!rc)
+                rc = fn(payload, nterms - 1, &info, b.ids, b.tfs, b.n);
+            if (rc)
+                break;
+        }
+        rc = kv_cursor_next(c, err);
+    }
+    kv_cursor_close(c);
+    kv_buf_free(&start);
+    kv_buf_free(&cur);
+    idx_block_free(&b);
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
 int idx_terms_scan(kv_txn *txn, const char *field, size_t flen,
                    const char *prefix, size_t plen, idx_term_fn fn,
                    void *payload, kv_err *err)

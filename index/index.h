@@ -159,6 +159,20 @@ int idx_terms_scan(kv_txn *txn, const char *field, size_t flen,
                    const char *prefix, size_t plen, idx_term_fn fn,
                    void *payload, kv_err *err);
 
+/** Called per postings block of each term idx_prefix_postings() walks:
+ *  the term's number (0, 1, ... in byte order), its header, and the
+ *  block's doc ids and term frequencies.  Non-zero stops the walk. */
+typedef int (*idx_block_fn)(void *payload, uint32_t term,
+                            const idx_term_info *info, const uint32_t *ids,
+                            const uint32_t *tfs, uint32_t n);
+/** Every posting of every term of @p field starting with @p prefix, in one
+ *  walk of the key range (a term's blocks follow its header).
+ *  @return 1 (and nothing more is read) past @p max_terms terms;
+ *          KVFTS_OK, KVFTS_ECORRUPT, KV_RETRY, KVFTS_ERROR, or fn's. */
+int idx_prefix_postings(kv_txn *txn, const char *field, size_t flen,
+                        const char *prefix, size_t plen, uint32_t max_terms,
+                        idx_block_fn fn, void *payload, kv_err *err);
+
 /** Statistics of a field for BM25: documents having it, sum of lengths. */
 int idx_field_stats(kv_txn *txn, const char *field, size_t flen,
                     uint64_t *docs, uint64_t *total_len, kv_err *err);

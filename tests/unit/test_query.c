@@ -994,6 +994,98 @@ static void test_prefix_cap(void **state)
     fx_close(&f);
 }
 
+/* Every hit of q in key order: keys[i] (8 bytes each) and scores[i]. */
+static size_t hits_scores(fx *f, const char *q, char (*keys)[8],
+                          double *scores, size_t cap)
+{
+    kvfts_results *r = NULL;
+    kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+    o.limit = 0;
+    o.keys_only = true;
+    o.sort = KVFTS_SORT_KEY;
+    if (kvfts_search(&r, f->db, S(q), &o))
+        fail_msg("'%s': %s", q, kvfts_errmsg(f->db));
+    const char *k;
+    size_t n = 0;
+    while (n < cap &&
+           kvfts_results_next(r, &k, NULL, NULL, &scores[n]) == KVFTS_OK)
+        snprintf(keys[n++], 8, "%s", k);
+    assert_int_equal(kvfts_results_total(r), n);
+    kvfts_results_free(r);
+    return n;
+}
+
+/* A prefix with many expansions is read in one walk (a union of triples);
+ * it must answer exactly what the OR of its terms answers: same hits, same
+ * scores, alone and under AND, NOT and a field. */
+static void test_prefix_union(void **state)
+{
+    (void)state;
+    fx f;
+    fx_open(&f, NULL);
+    kvfts_batch *b = NULL;
+    assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
+    char key[32], json[256];
+    for (int i = 0; i < 600; i++) {
+        snprintf(key, sizeof key, "d%03d", i);
+        snprintf(json, sizeof json, "{\"t\":\"pre%u x%u\",\"b\":\"pre%u "
+                 "pre%u common%u filler\"}", rnd(30), rnd(3), rnd(30),
+                 rnd(30), rnd(2));
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key), S(json)),
+                         0);
+    }
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    put(&f, "d005", "{\"t\":\"pre7 pre7 pre8\"}");   /* an update */
+    char or_all[600] = "", or_t[600] = "";
+    size_t n = 0, m = 0;
+    for (int i = 0; i < 30; i++) {
+        n += (size_t)snprintf(or_all + n, sizeof or_all - n, "%spre%d",
+                              i ? " OR " : "(", i);
+        m += (size_t)snprintf(or_t + m, sizeof or_t - m, "%spre%d",
+                              i ? " OR " : "t:(", i);
+    }
+    snprintf(or_all + n, sizeof or_all - n, ")");
+    snprintf(or_t + m, sizeof or_t - m, ")");
+    char not_b[300] = "filler -b:(pre2";     /* pre2* has 11 terms */
+    for (int i = 20; i < 30; i++)
+        snprintf(not_b + strlen(not_b), sizeof not_b - strlen(not_b),
+                 " OR pre%d", i);
+    strcat(not_b, ")");
+    const char *pairs[][2] = {
+        { "pre*", or_all },
+        { "pre* common1", NULL },
+        { "filler -b:pre2*", not_b },
+        { "t:pre*", or_t },
+        { "t:pre* x1", NULL },
+    };
+    char q2[800];
+    static char ka[600][8], kb[600][8];
+    static double sa[600], sb[600];
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        const char *q = pairs[i][0], *alt = pairs[i][1];
+        if (!alt) {       /* replace the prefix by its OR in place */
+            const char *star = strstr(q, "pre*");
+            bool field = star > q + 1 && star[-1] == ':';
+            const char *start = field ? star - 2 : star;
+            snprintf(q2, sizeof q2, "%.*s%s%s", (int)(start - q), q,
+                     field ? or_t : or_all, star + 4);
+            alt = q2;
+        }
+        size_t na = hits_scores(&f, q, ka, sa, 600);
+        size_t nb = hits_scores(&f, alt, kb, sb, 600);
+        assert_true(na > 0);
+        assert_int_equal(na, nb);
+        for (size_t h = 0; h < na; h++) {
+            assert_string_equal(ka[h], kb[h]);
+            if (fabs(sa[h] - sb[h]) > 1e-9)
+                fail_msg("'%s': %s scores %.15g, as an OR %.15g", q, ka[h],
+                         sa[h], sb[h]);
+        }
+    }
+    fx_close(&f);
+}
+
 static void test_positions_off(void **state)
 {
     (void)state;
@@ -1415,6 +1507,7 @@ int main(void)
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_paging_sort_count),
         cmocka_unit_test(test_prefix_cap),
+        cmocka_unit_test(test_prefix_union),
         cmocka_unit_test(test_positions_off),
         cmocka_unit_test(test_differential_fts5),
     };
