@@ -252,6 +252,16 @@ bool kvfts_batch_full(const kvfts_batch *b);
 /** Commit what was written; the batch stays open for more writes. */
 int kvfts_batch_commit(kvfts_batch *b);
 
+/** Let a commit that changes more pages than Berkeley DB's cache holds go
+ *  in parts instead of failing with KVFTS_ENOMEM: the writes are committed
+ *  in order, in two or more transactions, each all or nothing, and later
+ *  batches get half the memory bound.  Off by default (a batch is one
+ *  transaction); `kvfts load` turns it on: its batches are its own. */
+void kvfts_batch_set_split(kvfts_batch *b, bool on);
+
+/** How many commits of @p b went in parts. */
+size_t kvfts_batch_split_commits(const kvfts_batch *b);
+
 /** Abort anything uncommitted and free.  NULL: no-op. */
 void kvfts_batch_free(kvfts_batch *b);
 

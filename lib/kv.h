@@ -56,6 +56,8 @@ char *kv_strndup(const char *s, size_t n);
 /** Test hook: make the allocation @p n calls from now (1 = the next) fail,
  *  and every later one until reset; n <= 0 disables.  Per thread. */
 void kv_alloc_fail_after(long n);
+/** Test hook: make only the allocation @p n calls from now fail. */
+void kv_alloc_fail_once(long n);
 /** Allocations that were made to fail since the hook was last set. */
 long kv_alloc_failures(void);
 

@@ -138,6 +138,12 @@ static int bdb_err(kv_env *env, int ret, kv_err *err, const char *what)
     case DB_LOCK_NOTGRANTED:
         return kv_seterr(err, KV_RETRY, "%s: deadlock, retrying", what);
     case ENOMEM:
+        if (e && e->bdb_msg[0]) {   /* which table of the environment */
+            kv_seterr(err, KVFTS_ENOMEM, "%s: out of memory (%s)", what,
+                      e->bdb_msg);
+            e->bdb_msg[0] = '\0';
+            return KVFTS_ENOMEM;
+        }
         return kv_seterr(err, KVFTS_ENOMEM, "%s: out of memory", what);
     case DB_RUNRECOVERY:
         /* Another process crashed and the next opener ran recovery: this

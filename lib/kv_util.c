@@ -73,11 +73,19 @@ int kv_err_prefix(kv_err *err, const char *fmt, ...)
 
 static _Thread_local long fail_countdown;  /* 0 = hook off */
 static _Thread_local long fail_count;
+static _Thread_local bool fail_once;       /* only the Nth fails */
 
 void kv_alloc_fail_after(long n)
 {
     fail_countdown = n > 0 ? n : 0;
     fail_count = 0;
+    fail_once = false;
+}
+
+void kv_alloc_fail_once(long n)
+{
+    kv_alloc_fail_after(n);
+    fail_once = n > 0;
 }
 
 long kv_alloc_failures(void)
@@ -97,6 +105,8 @@ static bool hook_fails(void)
         return false;
     }
     fail_count++;
+    if (fail_once)
+        fail_countdown = 0;
     return true;
 }
 

@@ -59,6 +59,8 @@ struct kvfts_batch {
     size_t pending;          /* writes in log */
     kv_buf json;             /* scratch: compacted document */
     size_t mem;              /* memory bound of the buffers */
+    bool split;              /* a commit out of cache may go in parts */
+    size_t parts;            /* commits that went in parts */
 };
 
 /* ---- errors and small helpers ------------------------------------------ */
@@ -1138,6 +1140,8 @@ static int batch_fail(kvfts_batch *b, int rc, kv_err *err)
     return rc;
 }
 
+static int batch_split_commit(kvfts_batch *b, kv_err *err);
+
 static int batch_write(kvfts_batch *b, const batch_item *it, const char *key,
                        const char *json, kv_buf *key_out)
 {
@@ -1152,6 +1156,14 @@ static int batch_write(kvfts_batch *b, const batch_item *it, const char *key,
         rc = batch_replay(b, err);
         replayed_ok = rc == KVFTS_OK;
         if (replayed_ok)
+            rc = batch_apply(b, it, key, json, key_out, err);
+    }
+    if (rc == KVFTS_ENOMEM && b->split && b->pending > 0) {
+        /* Out of cache: commit what came before, then this one afresh. */
+        rc = batch_split_commit(b, err);
+        if (!rc)
+            rc = batch_txn(b, err);
+        if (!rc)
             rc = batch_apply(b, it, key, json, key_out, err);
     }
     if (replayed_ok && (rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
@@ -1367,20 +1379,102 @@ static int batch_flush(kvfts_batch *b, kv_err *err)
     return rc ? batch_fail(b, rc, err) : KVFTS_OK;
 }
 
+/* Replay items [first, first + n) of the log (the first at byte off) in a
+ * transaction of their own and commit it.  Out of cache again: the two
+ * halves, each in its own transaction. */
+static int batch_commit_part(kvfts_batch *b, size_t first, size_t off,
+                             size_t n, kv_err *err)
+{
+    int rc;
+    for (int attempt = 0;; attempt++) {
+        idx_discard(b->db->iw);
+        rc = batch_txn(b, err);
+        size_t o = off;
+        for (size_t i = 0; i < n && !rc; i++) {
+            batch_item it;
+            memcpy(&it, b->log.data + o, sizeof it);
+            const char *key = b->log.data + o + sizeof it;
+            rc = batch_apply(b, &it, key, key + it.key_len, NULL, err);
+            o += sizeof it + it.key_len + it.json_len;
+        }
+        if (!rc)
+            rc = idx_flush(b->db->iw, b->txn, err);
+        if (!rc) {
+            rc = kv_txn_commit(b->txn, err);
+            b->txn = NULL;
+            return rc;
+        }
+        kv_txn_abort(b->txn);
+        b->txn = NULL;
+        if (rc != KV_RETRY || attempt + 1 >= BATCH_RETRIES)
+            break;
+    }
+    if (rc != KVFTS_ENOMEM || n < 2)
+        return rc;
+    size_t half = n / 2, o = off;
+    for (size_t i = 0; i < half; i++) {
+        batch_item it;
+        memcpy(&it, b->log.data + o, sizeof it);
+        o += sizeof it + it.key_len + it.json_len;
+    }
+    kv_err_clear(err);
+    rc = batch_commit_part(b, first, off, half, err);
+    return rc ? rc : batch_commit_part(b, first + half, o, n - half, err);
+}
+
+/* More pages changed than the cache holds (under MVCC a changed page
+ * keeps its old version until commit): commit the log in parts, and make
+ * later batches half as big. */
+static int batch_split_commit(kvfts_batch *b, kv_err *err)
+{
+    kv_txn_abort(b->txn);
+    b->txn = NULL;
+    kv_err_clear(err);
+    int rc = batch_commit_part(b, 0, 0, b->pending, err);
+    if (b->mem > 2u * 1024u * 1024u)
+        kvfts_batch_set_mem(b, b->mem / 2);
+    b->parts++;
+    if (!rc) {
+        kv_buf_reset(&b->log);
+        b->pending = 0;
+    }
+    return rc;
+}
+
 int kvfts_batch_commit(kvfts_batch *b)
 {
     kvfts_db *db = b->db;
     api_begin(db);
     if (!b->txn)
         return KVFTS_OK;
-    int rc = batch_flush(b, &db->err);
+    int rc = idx_flush(db->iw, b->txn, &db->err);
+    for (int attempt = 0; rc == KV_RETRY && attempt < BATCH_RETRIES;
+         attempt++) {
+        rc = batch_replay(b, &db->err);     /* a deadlock: again */
+        if (!rc)
+            rc = idx_flush(db->iw, b->txn, &db->err);
+    }
+    if (!rc) {
+        rc = kv_txn_commit(b->txn, &db->err);
+        b->txn = NULL;
+    }
+    if (rc == KVFTS_ENOMEM && b->split && b->pending > 1)
+        rc = batch_split_commit(b, &db->err);
     if (rc)
-        return api_finish(db, rc);
-    rc = kv_txn_commit(b->txn, &db->err);
-    b->txn = NULL;
+        return api_finish(db, batch_fail(b, rc, &db->err));
     kv_buf_reset(&b->log);
     b->pending = 0;
     return api_finish(db, rc);
+}
+
+void kvfts_batch_set_split(kvfts_batch *b, bool on)
+{
+    b->split = on;
+}
+
+size_t kvfts_batch_split_commits(const kvfts_batch *b)
+{
+    return b ? b->parts : 0;
 }
 
 void kvfts_batch_free(kvfts_batch *b)
