@@ -174,8 +174,8 @@ int kv_json_walk(const char *json, size_t len, kv_buf *compact,
 /** The physical databases inside the one environment.  Logical keys (what
  *  users and tools see) map onto them as described in kv_store.c. */
 typedef enum kv_space {
-    KV_DOCS = 0,    /* user key -> doc record (kv_doc.c) */
-    KV_DOCIDS,      /* be32 internal id -> user key */
+    KV_DOCS = 0,    /* be32 internal id -> doc record: CAS, key, JSON */
+    KV_KEYS,        /* user key -> key record: internal id (kv_doc.c) */
     KV_POSTINGS,    /* index/ owns the format: "<field>\0<term>..." -> block */
     KV_LOOKUPS,     /* "NAME::VALUE" -> user key, sorted duplicates */
     KV_COUNTERS,    /* NAME -> be64 two's-complement value */
@@ -237,6 +237,10 @@ int kv_txn_run(kv_env *env, bool write, kv_txn_fn fn, void *payload,
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KV_RETRY, KVFTS_ERROR. */
 int kv_get(kv_txn *txn, kv_space space, const void *key, size_t klen,
            kv_buf *val, bool for_update, kv_err *err);
+/** As kv_get(), but only the first @p head bytes of the value (fewer if it
+ *  is shorter); for reading a record's header without its body. */
+int kv_get_head(kv_txn *txn, kv_space space, const void *key, size_t klen,
+                size_t head, kv_buf *val, kv_err *err);
 /** Store key -> val (replacing; in KV_LOOKUPS, adding a duplicate). */
 int kv_put(kv_txn *txn, kv_space space, const void *key, size_t klen,
            const void *val, size_t vlen, kv_err *err);
@@ -318,31 +322,42 @@ int kv_name_check(const char *what, const char *name, size_t nlen,
 typedef struct kv_doc {
     uint64_t cas;        /* changes on every write, never 0 */
     uint32_t docid;      /* dense internal id, never 0 */
-    const char *json;    /* compact JSON; points into the kv_buf read into */
-    size_t json_len;
+    const char *key;     /* the user key (not NUL-terminated) and */
+    size_t key_len;
+    const char *json;    /* compact JSON; both point into the kv_buf read */
+    size_t json_len;     /* into */
 } kv_doc;
 
 /** Read the document at key into @p buf and decode it into @p out.
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECORRUPT, KV_RETRY, ... */
 int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
                kv_doc *out, bool for_update, kv_err *err);
-/** Decode a document record (as read from KV_DOCS, e.g. by a cursor) of
- *  key @p key (for messages).  @return KVFTS_OK or KVFTS_ECORRUPT. */
-int kv_doc_decode(const char *rec, size_t len, const char *key, size_t klen,
-                  kv_doc *out, kv_err *err);
+/** Read the document of internal id @p docid (one B-tree read).
+ *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECORRUPT, KV_RETRY, ... */
+int kv_doc_get_id(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_doc *out,
+                  kv_err *err);
+/** Decode the document record of internal id @p docid (as read from
+ *  KV_DOCS, e.g. by a cursor).  @return KVFTS_OK or KVFTS_ECORRUPT. */
+int kv_doc_decode(const char *rec, size_t len, uint32_t docid, kv_doc *out,
+                  kv_err *err);
 /** Called per stored document by kv_doc_scan(); @p key and @p doc live only
  *  during the call.  A non-zero return stops the scan and is returned. */
 typedef int (*kv_doc_fn)(void *payload, const char *key, size_t klen,
                          const kv_doc *doc, kv_err *err);
-/** Visit every document in key order, in @p txn. */
+/** Visit every document in internal-id order, in @p txn. */
 int kv_doc_scan(kv_txn *txn, kv_doc_fn fn, void *payload, kv_err *err);
-/** Store a document record (and its doc-id table entry when @p new_id). */
+/** The internal id the key record of @p key names (KVFTS_ENOTFOUND if
+ *  there is none). */
+int kv_key_docid(kv_txn *txn, const char *key, size_t klen, uint32_t *out,
+                 bool for_update, kv_err *err);
+/** Store a document record (and its key record when @p new_id). */
 int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
                bool new_id, kv_err *err);
-/** Delete the record and its doc-id table entry. */
+/** Delete the document record and its key record. */
 int kv_doc_del(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
                kv_err *err);
-/** Key of internal id @p docid (into buf, NUL-terminated). */
+/** Key of internal id @p docid (into buf, NUL-terminated); reads only the
+ *  head of the document record. */
 int kv_docid_key(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_err *err);
 
 /** Next value of a 64-bit sequence kept in KV_META under @p name (first 1). */

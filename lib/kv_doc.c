@@ -1,16 +1,18 @@
 /*
- * kv_doc.c -- document records, the doc-id table, sequences, counters and the
+ * kv_doc.c -- document records, key records, sequences, counters and the
  * rules for keys and names.
  *
- * On-disk formats (version 1; change this comment with the format):
+ * On-disk formats (version 2; change this comment with the format):
  *
- *   docs.db      key   = the user key (UTF-8, 1..250 bytes, as given)
- *                value = byte 0      record version, 1
- *                        bytes 1..8  CAS, big-endian u64, never 0
- *                        bytes 9..12 internal doc id, big-endian u32, never 0
- *                        bytes 13..  the document, compact JSON (kv_json.c)
- *   docids.db    key   = internal doc id, big-endian u32 (sorts by id)
- *                value = the user key
+ *   docs.db      key   = internal doc id, big-endian u32 (sorts by id)
+ *                value = byte 0       record version, 2
+ *                        bytes 1..8   CAS, big-endian u64, never 0
+ *                        byte 9       key length K, 1..250
+ *                        bytes 10..   the user key (K bytes)
+ *                        then         the document, compact JSON (kv_json.c)
+ *   keys.db      key   = the user key (UTF-8, 1..250 bytes, as given)
+ *                value = byte 0       record version, 2
+ *                        bytes 1..4   internal doc id, big-endian u32
  *   counters.db  key   = counter NAME (logical key "count::NAME")
  *                value = big-endian two's-complement i64
  *   meta.db      "seq::cas"   big-endian u64: the last CAS handed out
@@ -22,6 +24,15 @@
  * when replaced and a new document gets a new id, which keeps postings
  * append-mostly.
  *
+ * Documents are stored by internal id, not by user key, because ids are
+ * handed out in ascending order: a load appends to the right edge of the
+ * B-tree, which leaves pages full (user keys arrive in any order, and a
+ * B-tree filled at random runs about 60% full: the Debian catalog took
+ * 88 MB keyed by name, 50 MB keyed by id), and Berkeley DB's bulk
+ * transactions do not log inserts into pages they allocated themselves.
+ * A search reads its hits' documents by id in one B-tree read each; a read
+ * by key goes through the small keys.db first.
+ *
  * Every decoder takes (buf, len), checks bounds and reports KVFTS_ECORRUPT.
  */
 #include "kv.h"
@@ -29,8 +40,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define DOC_VERSION 1
-#define DOC_HEADER 13
+#define DOC_VERSION 2
+#define DOC_HEADER 10   /* version, CAS, key length */
 
 /* ---- keys and names ---------------------------------------------------- */
 
@@ -114,32 +125,81 @@ int kv_name_check(const char *what, const char *name, size_t nlen,
 
 /* ---- documents --------------------------------------------------------- */
 
-int kv_doc_decode(const char *rec, size_t len, const char *key, size_t klen,
-                  kv_doc *out, kv_err *err)
+#define KEY_RECORD 5
+
+int kv_doc_decode(const char *rec, size_t len, uint32_t docid, kv_doc *out,
+                  kv_err *err)
 {
     const unsigned char *p = (const unsigned char *)rec;
-    if (len < DOC_HEADER + 2 || p[0] != DOC_VERSION)
+    size_t klen = len > DOC_HEADER ? p[DOC_HEADER - 1] : 0;
+    if (len < DOC_HEADER + 2 || p[0] != DOC_VERSION || klen == 0 ||
+        klen > KVFTS_MAX_KEY || len < DOC_HEADER + klen + 2)
         return kv_seterr(err, KVFTS_ECORRUPT,
-                         "doc '%.*s': corrupt record (%zu bytes, version %d)",
-                         (int)klen, key, len, len ? (int)p[0] : -1);
+                         "doc id %u: corrupt record (%zu bytes, version %d)",
+                         docid, len, len ? (int)p[0] : -1);
     out->cas = kv_get_be64(p + 1);
-    out->docid = kv_get_be32(p + 9);
-    out->json = rec + DOC_HEADER;
-    out->json_len = len - DOC_HEADER;
-    if (out->cas == 0 || out->docid == 0 || out->json[0] != '{' ||
+    out->docid = docid;
+    out->key = rec + DOC_HEADER;
+    out->key_len = klen;
+    out->json = rec + DOC_HEADER + klen;
+    out->json_len = len - DOC_HEADER - klen;
+    if (out->cas == 0 || docid == 0 || out->json[0] != '{' ||
         rec[len - 1] != '}')
         return kv_seterr(err, KVFTS_ECORRUPT,
-                         "doc '%.*s': corrupt record header", (int)klen, key);
+                         "doc '%.*s' (id %u): corrupt record header",
+                         (int)klen, out->key, docid);
     return KVFTS_OK;
+}
+
+int kv_key_docid(kv_txn *txn, const char *key, size_t klen, uint32_t *out,
+                 bool for_update, kv_err *err)
+{
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_get(txn, KV_KEYS, key, klen, &v, for_update, err);
+    if (!rc) {
+        const unsigned char *p = (const unsigned char *)v.data;
+        if (v.len != KEY_RECORD || p[0] != DOC_VERSION ||
+            kv_get_be32(p + 1) == 0)
+            rc = kv_seterr(err, KVFTS_ECORRUPT,
+                           "doc '%.*s': corrupt key record (%zu bytes)",
+                           (int)klen, key, v.len);
+        else
+            *out = kv_get_be32(p + 1);
+    }
+    kv_buf_free(&v);
+    return rc;
+}
+
+int kv_doc_get_id(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_doc *out,
+                  kv_err *err)
+{
+    unsigned char id[4];
+    kv_put_be32(id, docid);
+    int rc = kv_get(txn, KV_DOCS, id, 4, buf, false, err);
+    return rc ? rc : kv_doc_decode(buf->data, buf->len, docid, out, err);
 }
 
 int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
                kv_doc *out, bool for_update, kv_err *err)
 {
-    int rc = kv_get(txn, KV_DOCS, key, klen, buf, for_update, err);
+    uint32_t docid;
+    int rc = kv_key_docid(txn, key, klen, &docid, for_update, err);
     if (rc)
         return rc;
-    return kv_doc_decode(buf->data, buf->len, key, klen, out, err);
+    unsigned char id[4];
+    kv_put_be32(id, docid);
+    rc = kv_get(txn, KV_DOCS, id, 4, buf, for_update, err);
+    if (rc == KVFTS_ENOTFOUND)
+        return kv_seterr(err, KVFTS_ECORRUPT,
+                         "doc '%.*s': its id %u holds no document", (int)klen,
+                         key, docid);
+    if (!rc)
+        rc = kv_doc_decode(buf->data, buf->len, docid, out, err);
+    if (!rc && (out->key_len != klen || memcmp(out->key, key, klen) != 0))
+        rc = kv_seterr(err, KVFTS_ECORRUPT,
+                       "doc '%.*s': its id %u holds the document of '%.*s'",
+                       (int)klen, key, docid, (int)out->key_len, out->key);
+    return rc;
 }
 
 int kv_doc_scan(kv_txn *txn, kv_doc_fn fn, void *payload, kv_err *err)
@@ -154,9 +214,14 @@ int kv_doc_scan(kv_txn *txn, kv_doc_fn fn, void *payload, kv_err *err)
         kv_doc d;
         kv_cursor_key(c, &k, &kl);
         kv_cursor_val(c, &v, &vl);
-        rc = kv_doc_decode(v, vl, k, kl, &d, err);
+        if (kl != 4)
+            rc = kv_seterr(err, KVFTS_ECORRUPT,
+                           "documents: corrupt doc id of %zu bytes", kl);
         if (!rc)
-            rc = fn(payload, k, kl, &d, err);
+            rc = kv_doc_decode(v, vl, kv_get_be32((const unsigned char *)k),
+                               &d, err);
+        if (!rc)
+            rc = fn(payload, d.key, d.key_len, &d, err);
         if (!rc)
             rc = kv_cursor_next(c, err);
     }
@@ -167,22 +232,31 @@ int kv_doc_scan(kv_txn *txn, kv_doc_fn fn, void *payload, kv_err *err)
 int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
                bool new_id, kv_err *err)
 {
+    if (klen == 0 || klen > KVFTS_MAX_KEY)
+        return kv_seterr(err, KVFTS_EINVAL, "key of %zu bytes", klen);
+    unsigned char id[4];
+    kv_put_be32(id, doc->docid);
+    int rc = KVFTS_OK;
+    if (new_id) {
+        unsigned char kr[KEY_RECORD];
+        kr[0] = DOC_VERSION;
+        kv_put_be32(kr + 1, doc->docid);
+        rc = kv_put(txn, KV_KEYS, key, klen, kr, sizeof kr, err);
+        if (rc)
+            return rc;
+    }
     kv_buf rec = KV_BUF_INIT;
-    int rc = kv_buf_reserve(&rec, DOC_HEADER + doc->json_len, err);
+    rc = kv_buf_reserve(&rec, DOC_HEADER + klen + doc->json_len, err);
     if (rc)
         return rc;
     unsigned char *p = (unsigned char *)rec.data;
     p[0] = DOC_VERSION;
     kv_put_be64(p + 1, doc->cas);
-    kv_put_be32(p + 9, doc->docid);
-    memcpy(p + DOC_HEADER, doc->json, doc->json_len);
-    rec.len = DOC_HEADER + doc->json_len;
-    rc = kv_put(txn, KV_DOCS, key, klen, rec.data, rec.len, err);
-    if (!rc && new_id) {
-        unsigned char id[4];
-        kv_put_be32(id, doc->docid);
-        rc = kv_put(txn, KV_DOCIDS, id, 4, key, klen, err);
-    }
+    p[DOC_HEADER - 1] = (unsigned char)klen;
+    memcpy(p + DOC_HEADER, key, klen);
+    memcpy(p + DOC_HEADER + klen, doc->json, doc->json_len);
+    rec.len = DOC_HEADER + klen + doc->json_len;
+    rc = kv_put(txn, KV_DOCS, id, 4, rec.data, rec.len, err);
     kv_buf_free(&rec);
     return rc;
 }
@@ -190,16 +264,16 @@ int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
 int kv_doc_del(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
                kv_err *err)
 {
-    int rc = kv_del(txn, KV_DOCS, key, klen, err);
+    int rc = kv_del(txn, KV_KEYS, key, klen, err);
     if (rc)
         return rc;
     unsigned char id[4];
     kv_put_be32(id, docid);
-    rc = kv_del(txn, KV_DOCIDS, id, 4, err);
+    rc = kv_del(txn, KV_DOCS, id, 4, err);
     if (rc == KVFTS_ENOTFOUND)
         return kv_seterr(err, KVFTS_ECORRUPT,
-                         "doc '%.*s': id %u missing from the doc-id table",
-                         (int)klen, key, docid);
+                         "doc '%.*s': id %u holds no document", (int)klen,
+                         key, docid);
     return rc;
 }
 
@@ -207,7 +281,21 @@ int kv_docid_key(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_err *err)
 {
     unsigned char id[4];
     kv_put_be32(id, docid);
-    return kv_get(txn, KV_DOCIDS, id, 4, buf, false, err);
+    int rc = kv_get_head(txn, KV_DOCS, id, 4, DOC_HEADER + KVFTS_MAX_KEY, buf,
+                         err);
+    if (rc)
+        return rc;
+    const unsigned char *p = (const unsigned char *)buf->data;
+    size_t klen = buf->len >= DOC_HEADER ? p[DOC_HEADER - 1] : 0;
+    if (p[0] != DOC_VERSION || klen == 0 || klen > KVFTS_MAX_KEY ||
+        buf->len < DOC_HEADER + klen)
+        return kv_seterr(err, KVFTS_ECORRUPT,
+                         "doc id %u: corrupt record (%zu bytes)", docid,
+                         buf->len);
+    memmove(buf->data, buf->data + DOC_HEADER, klen);
+    buf->len = klen;
+    buf->data[klen] = '\0';
+    return KVFTS_OK;
 }
 
 /* ---- sequences --------------------------------------------------------- */

@@ -6,12 +6,13 @@
  *
  * Directory layout (one environment, "beside" each other):
  *
- *   DIR/docs.db       B-tree  user key            -> doc record (kv_doc.c)
- *   DIR/docids.db     B-tree  be32 internal id    -> user key
+ *   DIR/keys.db       B-tree  user key            -> key record: doc id
+ *   DIR/docs.db       B-tree  be32 internal id    -> doc record: CAS, key,
+ *                                                    JSON (both in kv_doc.c)
  *   DIR/postings.db   B-tree  index/ owns keys and values
  *   DIR/lookups.db    B-tree, sorted duplicates:  "NAME::VALUE" -> user key
  *   DIR/counters.db   B-tree  NAME                -> be64 two's complement
- *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 1"
+ *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 2"
  *   DIR/doclens.db    B-tree  index/ owns: be32 id -> field lengths
  *   DIR/__db.*, DIR/log.*     Berkeley DB regions and the transaction log
  *
@@ -61,7 +62,7 @@
 #define CHECKPOINT_KB 16384        /* checkpoint after this much log */
 #define MAX_RETRIES 50
 #define FORMAT_KEY "format"
-#define FORMAT_VAL "kvfts 1"
+#define FORMAT_VAL "kvfts 2"
 
 /* One open environment, shared by the handles of this process. */
 typedef struct shared_env {
@@ -105,8 +106,8 @@ static const struct {
     u_int32_t flags;      /* DB->set_flags */
     u_int32_t pagesize;   /* 0 = Berkeley DB's choice */
 } spaces[KV_NSPACES] = {
-    [KV_DOCS] = { "docs.db", "documents", 0, 8192 },
-    [KV_DOCIDS] = { "docids.db", "doc ids", 0, 0 },
+    [KV_DOCS] = { "docs.db", "documents", 0, 16384 },
+    [KV_KEYS] = { "keys.db", "document keys", 0, 0 },
     [KV_POSTINGS] = { "postings.db", "postings", 0, 16384 },
     [KV_LOOKUPS] = { "lookups.db", "lookups", DB_DUPSORT, 0 },
     [KV_COUNTERS] = { "counters.db", "counters", 0, 0 },
@@ -261,10 +262,12 @@ static int check_format(kv_env *e, kv_err *err)
     } else if (rc == KVFTS_OK &&
                (v.len != strlen(FORMAT_VAL) ||
                 memcmp(v.data, FORMAT_VAL, v.len) != 0)) {
+        bool older = v.len > 6 && memcmp(v.data, "kvfts ", 6) == 0;
         rc = kv_seterr(err, KVFTS_ECORRUPT,
-                       "database '%s': unknown format '%.*s' (expected '%s')",
+                       "database '%s': unknown format '%.*s' (expected '%s')%s",
                        e->dir, (int)(v.len > 40 ? 40 : v.len), v.data,
-                       FORMAT_VAL);
+                       FORMAT_VAL, older ? ": made by another kvfts version; "
+                       "load its documents into a new database" : "");
     }
     kv_txn_abort(t);
     kv_buf_free(&v);
@@ -628,8 +631,10 @@ static int check_len(size_t n, kv_err *err)
     return KVFTS_OK;
 }
 
-int kv_get(kv_txn *t, kv_space s, const void *key, size_t klen, kv_buf *val,
-           bool for_update, kv_err *err)
+/* Read the value at key into val; with head > 0 only its first head bytes
+ * (DB_DBT_PARTIAL: Berkeley DB copies no more than that). */
+static int get_value(kv_txn *t, kv_space s, const void *key, size_t klen,
+                     size_t head, kv_buf *val, bool for_update, kv_err *err)
 {
     int rc = check_len(klen, err);
     if (rc)
@@ -637,10 +642,16 @@ int kv_get(kv_txn *t, kv_space s, const void *key, size_t klen, kv_buf *val,
     DB *db = t->env->db[s];
     DBT k, v;
     dbt_in(&k, key, klen);
-    if (!val->data && (rc = kv_buf_reserve(val, 256, err)) != 0)
+    size_t want = head ? head + 1 : 256;
+    if ((rc = kv_buf_reserve(val, want, err)) != 0)
         return rc;
     for (;;) {
         dbt_user(&v, val);
+        if (head) {
+            v.flags |= DB_DBT_PARTIAL;
+            v.doff = 0;
+            v.dlen = (u_int32_t)head;
+        }
         int ret = db->get(db, t->txn, &k, &v,
                           for_update && t->write ? DB_RMW : 0);
         if (ret == DB_BUFFER_SMALL) {
@@ -656,6 +667,18 @@ int kv_get(kv_txn *t, kv_space s, const void *key, size_t klen, kv_buf *val,
         val->data[val->len] = '\0';
         return KVFTS_OK;
     }
+}
+
+int kv_get(kv_txn *t, kv_space s, const void *key, size_t klen, kv_buf *val,
+           bool for_update, kv_err *err)
+{
+    return get_value(t, s, key, klen, 0, val, for_update, err);
+}
+
+int kv_get_head(kv_txn *t, kv_space s, const void *key, size_t klen,
+                size_t head, kv_buf *val, kv_err *err)
+{
+    return get_value(t, s, key, klen, head ? head : 1, val, false, err);
 }
 
 int kv_put(kv_txn *t, kv_space s, const void *key, size_t klen,

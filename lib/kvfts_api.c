@@ -446,7 +446,8 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
             goto done;
         }
     }
-    kv_doc nd = { 0, old.docid, r->json, r->json_len };
+    kv_doc nd = { .docid = old.docid, .json = r->json,
+                  .json_len = r->json_len };
     rc = kv_seq_next(txn, "cas", &nd.cas, err);
     if (!rc && !exists) {
         uint64_t id;

@@ -191,11 +191,10 @@ typedef struct expect_state {
     kv_txn *txn;
     pair_list *pl;
     kv_lookup_vals *lv;
-    kv_buf *key;
     uint64_t ndocs;
 } expect_state;
 
-/* One document: its doc id must map back to its key, and its lookup pairs
+/* One document: its key must map back to its doc id, and its lookup pairs
  * go to the expected list. */
 static int expect_doc(void *payload, const char *k, size_t kl, const kv_doc *d,
                       kv_err *err)
@@ -205,11 +204,14 @@ static int expect_doc(void *payload, const char *k, size_t kl, const kv_doc *d,
     pair_list *pl = es->pl;
     char line[600];
     es->ndocs++;
-    int rc = kv_docid_key(es->txn, d->docid, es->key, err);
-    if (rc == KVFTS_ENOTFOUND || (!rc && (es->key->len != kl ||
-                                          memcmp(es->key->data, k, kl)))) {
-        snprintf(line, sizeof line, "doc '%.*s': doc id %u maps to %s",
-                 (int)kl, k, d->docid, rc ? "nothing" : es->key->data);
+    uint32_t id = 0;
+    int rc = kv_key_docid(es->txn, k, kl, &id, false, err);
+    if (rc == KVFTS_ENOTFOUND || rc == KVFTS_ECORRUPT ||
+        (!rc && id != d->docid)) {
+        snprintf(line, sizeof line, "doc '%.*s' (id %u): its key %s", (int)kl,
+                 k, d->docid, rc == KVFTS_ENOTFOUND ? "is missing"
+                 : rc ? "record is corrupt" : "names another id");
+        kv_err_clear(err);
         rc = report_line(r, line);
     }
     if (!rc)
@@ -235,23 +237,22 @@ static int expect_doc(void *payload, const char *k, size_t kl, const kv_doc *d,
     return rc;
 }
 
-/* The lookups and the doc-id table against the documents. */
+/* The lookups and the key records against the documents. */
 static int check_lookups_docids(check_req *r, kv_txn *txn, kv_err *err)
 {
     pair_list pl = { KV_BUF_INIT, NULL, 0, 0 };
     kv_lookup_vals lv = { 0 };
-    kv_buf key = KV_BUF_INIT;
     const char **sorted = NULL;
     char line[600];
     kv_cursor *c = NULL;
-    expect_state es = { r, txn, &pl, &lv, &key, 0 };
+    expect_state es = { r, txn, &pl, &lv, 0 };
     int rc = kv_doc_scan(txn, expect_doc, &es, err);
     uint64_t ndocs = es.ndocs;
     uint64_t nids = 0;
     if (!rc)
-        rc = kv_count(txn, KV_DOCIDS, &nids, err);
+        rc = kv_count(txn, KV_KEYS, &nids, err);
     if (!rc && nids != ndocs) {
-        snprintf(line, sizeof line, "%llu doc ids for %llu documents",
+        snprintf(line, sizeof line, "%llu keys for %llu documents",
                  (unsigned long long)nids, (unsigned long long)ndocs);
         rc = report_line(r, line);
     }
@@ -320,7 +321,6 @@ static int check_lookups_docids(check_req *r, kv_txn *txn, kv_err *err)
     kv_free(pl.offs);
     kv_buf_free(&pl.arena);
     kv_lookup_vals_free(&lv);
-    kv_buf_free(&key);
     return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
 }
 

@@ -144,27 +144,34 @@ static int search_fn(kv_txn *txn, void *payload, kv_err *err)
     for (size_t i = 0; i < n; i++)
         all[i].rank = i;
 
-    /* One pass over the page in doc-id order. */
+    /* One pass over the page in doc-id order: one B-tree read a hit. */
     qsort(all, n, sizeof *all, by_docid);
     for (size_t i = 0; !rc && i < n; i++) {
         res_hit *h = &all[i];
-        if (o->sort != KVFTS_SORT_KEY)
-            rc = read_key(txn, r, h, &tmp, err);
-        if (rc || o->keys_only)
+        if (o->keys_only) {
+            if (o->sort != KVFTS_SORT_KEY)
+                rc = read_key(txn, r, h, &tmp, err);
             continue;
+        }
         kv_doc d;
-        rc = kv_doc_get(txn, r->arena.data + h->key_off, h->key_len, &rec,
-                        &d, false, err);
+        rc = kv_doc_get_id(txn, h->docid, &rec, &d, err);
         if (rc == KVFTS_ENOTFOUND)
-            rc = kv_seterr(err, KVFTS_ECORRUPT, "doc id %u maps to key '%s' "
-                           "which holds no document", h->docid,
-                           r->arena.data + h->key_off);
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "doc id %u matched the query "
+                           "but holds no document", h->docid);
         if (rc)
             break;
+        if (o->sort != KVFTS_SORT_KEY) {
+            h->key_off = r->arena.len;
+            h->key_len = d.key_len;
+            rc = kv_buf_append(&r->arena, d.key, d.key_len, err);
+            if (!rc)
+                rc = kv_buf_append(&r->arena, "", 1, err);
+        }
         h->doc_off = r->arena.len;
         h->doc_len = d.json_len;
         h->has_doc = true;
-        rc = kv_buf_append(&r->arena, d.json, d.json_len, err);
+        if (!rc)
+            rc = kv_buf_append(&r->arena, d.json, d.json_len, err);
         if (!rc)
             rc = kv_buf_append(&r->arena, "", 1, err);
     }

@@ -618,7 +618,10 @@ static void test_corrupt_record(void **state)
     assert_int_equal(kv_env_open(&env, f->dir, NULL, &err), 0);
     kv_txn *t;
     assert_int_equal(kv_txn_begin(&t, env, true, &err), 0);
-    assert_int_equal(kv_put(t, KV_DOCS, "bad", 3, "\x01garbage", 8, &err), 0);
+    assert_int_equal(kv_put(t, KV_KEYS, "bad", 3, "\x02\x00\x00\x00\x07", 5,
+                            &err), 0);
+    assert_int_equal(kv_put(t, KV_DOCS, "\x00\x00\x00\x07", 4, "\x02garbage",
+                            8, &err), 0);
     assert_int_equal(kv_put(t, KV_COUNTERS, "c", 1, "\x01", 1, &err), 0);
     assert_int_equal(kv_txn_commit(t, &err), 0);
     kv_env_close(env);

@@ -507,24 +507,55 @@ static void test_docs(void **state)
     kv_txn *t;
     kv_buf buf = KV_BUF_INIT;
     assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
-    kv_doc d = { 77, 5, "{\"a\":1}", 7 };
+    kv_doc d = { .cas = 77, .docid = 5, .json = "{\"a\":1}", .json_len = 7 };
     assert_int_equal(kv_doc_put(t, "k", 1, &d, true, &err), 0);
     kv_doc got;
     assert_int_equal(kv_doc_get(t, "k", 1, &buf, &got, false, &err), 0);
     assert_int_equal(got.cas, 77);
     assert_int_equal(got.docid, 5);
+    assert_int_equal(got.key_len, 1);
+    assert_memory_equal(got.key, "k", 1);
     assert_int_equal(got.json_len, 7);
+    assert_memory_equal(got.json, "{\"a\":1}", 7);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(kv_doc_get_id(t, 5, &buf, &got, &err), 0);
+    assert_int_equal(got.cas, 77);
+    assert_memory_equal(got.key, "k", 1);
     assert_memory_equal(got.json, "{\"a\":1}", 7);
     assert_int_equal(kv_docid_key(t, 5, &buf, &err), 0);
     assert_string_equal(buf.data, "k");
-    /* A damaged record is reported as corrupt, not read past its end. */
-    assert_int_equal(kv_put(t, KV_DOCS, "bad", 3, "\x01\x00", 2, &err), 0);
+    /* A replace keeps the id and rewrites the record. */
+    kv_doc d2 = { .cas = 78, .docid = 5, .json = "{\"b\":22}", .json_len = 8 };
+    assert_int_equal(kv_doc_put(t, "k", 1, &d2, false, &err), 0);
+    assert_int_equal(kv_doc_get(t, "k", 1, &buf, &got, false, &err), 0);
+    assert_int_equal(got.cas, 78);
+    assert_memory_equal(got.json, "{\"b\":22}", 8);
+    /* A damaged record is reported as corrupt, not read past its end:
+     * a short key record, a short or unknown document record, a key
+     * record naming another key's document, a key length past the end. */
+    assert_int_equal(kv_put(t, KV_KEYS, "bad", 3, "\x02\x00", 2, &err), 0);
     assert_int_equal(kv_doc_get(t, "bad", 3, &buf, &got, false, &err),
                      KVFTS_ECORRUPT);
+    assert_int_equal(kv_put(t, KV_KEYS, "bad", 3, "\x02\x00\x00\x00\x09", 5,
+                            &err), 0);
+    assert_int_equal(kv_doc_get(t, "bad", 3, &buf, &got, false, &err),
+                     KVFTS_ECORRUPT);   /* id 9 holds nothing */
+    unsigned char id9[4] = { 0, 0, 0, 9 };
     unsigned char rec[16] = { 9 };
-    assert_int_equal(kv_put(t, KV_DOCS, "bad", 3, rec, sizeof rec, &err), 0);
+    assert_int_equal(kv_put(t, KV_DOCS, id9, 4, rec, sizeof rec, &err), 0);
     assert_int_equal(kv_doc_get(t, "bad", 3, &buf, &got, false, &err),
                      KVFTS_ECORRUPT);
+    assert_int_equal(kv_doc_get_id(t, 9, &buf, &got, &err), KVFTS_ECORRUPT);
+    assert_int_equal(kv_docid_key(t, 9, &buf, &err), KVFTS_ECORRUPT);
+    unsigned char longkey[] = "\x02\x00\x00\x00\x00\x00\x00\x00\x01\xff{}";
+    assert_int_equal(kv_put(t, KV_DOCS, id9, 4, longkey, sizeof longkey - 1,
+                            &err), 0);
+    assert_int_equal(kv_doc_get_id(t, 9, &buf, &got, &err), KVFTS_ECORRUPT);
+    assert_int_equal(kv_docid_key(t, 9, &buf, &err), KVFTS_ECORRUPT);
+    assert_int_equal(kv_put(t, KV_KEYS, "bad", 3, "\x02\x00\x00\x00\x05", 5,
+                            &err), 0);
+    assert_int_equal(kv_doc_get(t, "bad", 3, &buf, &got, false, &err),
+                     KVFTS_ECORRUPT);   /* id 5 is the document of "k" */
     assert_int_equal(kv_doc_del(t, "k", 1, 5, &err), 0);
     assert_int_equal(kv_doc_get(t, "k", 1, &buf, &got, false, &err),
                      KVFTS_ENOTFOUND);
