@@ -237,6 +237,8 @@ int kv_txn_run(kv_env *env, bool write, kv_txn_fn fn, void *payload,
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KV_RETRY, KVFTS_ERROR. */
 int kv_get(kv_txn *txn, kv_space space, const void *key, size_t klen,
            kv_buf *val, bool for_update, kv_err *err);
+/** The slot of @p txn's handle for the document codec (kv_doc.c). */
+struct kv_doc_codec **kv_txn_doc_codec(kv_txn *txn);
 /** As kv_get(), but only the first @p head bytes of the value (fewer if it
  *  is shorter); for reading a record's header without its body. */
 int kv_get_head(kv_txn *txn, kv_space space, const void *key, size_t klen,
@@ -328,6 +330,11 @@ typedef struct kv_doc {
     size_t json_len;     /* into */
 } kv_doc;
 
+/** Per-handle state of the document codec (kv_doc.c): made on first use,
+ *  kept in the handle's slot (kv_txn_doc_codec), freed by kv_env_close(). */
+typedef struct kv_doc_codec kv_doc_codec;
+void kv_doc_codec_free(kv_doc_codec *c);   /* NULL: no-op */
+
 /** Read the document at key into @p buf and decode it into @p out.
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECORRUPT, KV_RETRY, ... */
 int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
@@ -335,10 +342,6 @@ int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
 /** Read the document of internal id @p docid (one B-tree read).
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECORRUPT, KV_RETRY, ... */
 int kv_doc_get_id(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_doc *out,
-                  kv_err *err);
-/** Decode the document record of internal id @p docid (as read from
- *  KV_DOCS, e.g. by a cursor).  @return KVFTS_OK or KVFTS_ECORRUPT. */
-int kv_doc_decode(const char *rec, size_t len, uint32_t docid, kv_doc *out,
                   kv_err *err);
 /** Called per stored document by kv_doc_scan(); @p key and @p doc live only
  *  during the call.  A non-zero return stops the scan and is returned. */

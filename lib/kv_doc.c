@@ -9,7 +9,11 @@
  *                        bytes 1..8   CAS, big-endian u64, never 0
  *                        byte 9       key length K, 1..250
  *                        bytes 10..   the user key (K bytes)
- *                        then         the document, compact JSON (kv_json.c)
+ *                        then u8      encoding: 0 the document as it is,
+ *                                     1 a zstd frame (with its content
+ *                                     size) holding the document
+ *                        then         the document, compact JSON (kv_json.c),
+ *                                     in that encoding
  *   keys.db      key   = the user key (UTF-8, 1..250 bytes, as given)
  *                value = byte 0       record version, 2
  *                        bytes 1..4   internal doc id, big-endian u32
@@ -33,12 +37,22 @@
  * A search reads its hits' documents by id in one B-tree read each; a read
  * by key goes through the small keys.db first.
  *
+ * Documents of ZSTD_MIN bytes or more are compressed with zstd (Debian's
+ * libzstd; level ZSTD_LEVEL) when that makes them shorter, as Lucene
+ * compresses its stored fields: JSON repeats its member names and values,
+ * and the catalog's 47 MB of documents take 27 MB.  Decompressing one
+ * document costs about a microsecond.  The zstd contexts are per handle
+ * (kv_txn_doc_codec), made on first use; their allocations do not go
+ * through kv_malloc (as YAJL's do not), so the fault hook cannot fail them,
+ * but a failure is still reported as KVFTS_ENOMEM.
+ *
  * Every decoder takes (buf, len), checks bounds and reports KVFTS_ECORRUPT.
  */
 #include "kv.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <zstd.h>
 
 #define DOC_VERSION 2
 #define DOC_HEADER 10   /* version, CAS, key length */
@@ -126,25 +140,86 @@ int kv_name_check(const char *what, const char *name, size_t nlen,
 /* ---- documents --------------------------------------------------------- */
 
 #define KEY_RECORD 5
+#define DOC_RAW 0          /* encoding byte: the JSON as it is */
+#define DOC_ZSTD 1         /* a zstd frame holding the JSON */
+#define ZSTD_MIN 64        /* shorter documents are stored as they are */
+#define ZSTD_LEVEL 1
 
-int kv_doc_decode(const char *rec, size_t len, uint32_t docid, kv_doc *out,
-                  kv_err *err)
+struct kv_doc_codec {
+    ZSTD_CCtx *c;          /* made on the first write */
+    ZSTD_DCtx *d;          /* made on the first read of a zstd record */
+};
+
+void kv_doc_codec_free(kv_doc_codec *c)
 {
-    const unsigned char *p = (const unsigned char *)rec;
+    if (!c)
+        return;
+    ZSTD_freeCCtx(c->c);
+    ZSTD_freeDCtx(c->d);
+    kv_free(c);
+}
+
+static kv_doc_codec *codec(kv_txn *txn, kv_err *err)
+{
+    kv_doc_codec **slot = kv_txn_doc_codec(txn);
+    if (!*slot && !(*slot = kv_calloc(1, sizeof **slot)))
+        kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    return *slot;
+}
+
+/* Decode the document record of @p docid held in b->data[0 .. len): a
+ * compressed document is decompressed into b after the record (so b grows
+ * and may move); out points into b. */
+static int decode_record(kv_txn *txn, kv_buf *b, size_t len, uint32_t docid,
+                         kv_doc *out, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)b->data;
     size_t klen = len > DOC_HEADER ? p[DOC_HEADER - 1] : 0;
-    if (len < DOC_HEADER + 2 || p[0] != DOC_VERSION || klen == 0 ||
-        klen > KVFTS_MAX_KEY || len < DOC_HEADER + klen + 2)
+    size_t body = DOC_HEADER + klen + 1;     /* after the encoding byte */
+    if (len < DOC_HEADER + 3 || p[0] != DOC_VERSION || klen == 0 ||
+        klen > KVFTS_MAX_KEY || len < body + 2 ||
+        (p[body - 1] != DOC_RAW && p[body - 1] != DOC_ZSTD))
         return kv_seterr(err, KVFTS_ECORRUPT,
                          "doc id %u: corrupt record (%zu bytes, version %d)",
                          docid, len, len ? (int)p[0] : -1);
+    size_t json_off = body, json_len = len - body;
+    if (p[body - 1] == DOC_ZSTD) {
+        unsigned long long n = ZSTD_getFrameContentSize(p + body, len - body);
+        if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN ||
+            n < 2 || n > KVFTS_MAX_DOC)
+            return kv_seterr(err, KVFTS_ECORRUPT,
+                             "doc id %u: corrupt compressed document",
+                             docid);
+        kv_doc_codec *c = codec(txn, err);
+        if (!c)
+            return KVFTS_ENOMEM;
+        if (!c->d && !(c->d = ZSTD_createDCtx()))
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        b->len = len;
+        int rc = kv_buf_reserve(b, (size_t)n, err);
+        if (rc)
+            return rc;
+        size_t got = ZSTD_decompressDCtx(c->d, b->data + len, (size_t)n,
+                                         b->data + body, len - body);
+        if (ZSTD_isError(got) || got != n)
+            return kv_seterr(err, KVFTS_ECORRUPT,
+                             "doc id %u: corrupt compressed document (%s)",
+                             docid, ZSTD_isError(got) ?
+                             ZSTD_getErrorName(got) : "short");
+        json_off = len;
+        json_len = (size_t)n;
+        b->len = len + json_len;
+        b->data[b->len] = '\0';
+        p = (const unsigned char *)b->data;
+    }
     out->cas = kv_get_be64(p + 1);
     out->docid = docid;
-    out->key = rec + DOC_HEADER;
+    out->key = b->data + DOC_HEADER;
     out->key_len = klen;
-    out->json = rec + DOC_HEADER + klen;
-    out->json_len = len - DOC_HEADER - klen;
+    out->json = b->data + json_off;
+    out->json_len = json_len;
     if (out->cas == 0 || docid == 0 || out->json[0] != '{' ||
-        rec[len - 1] != '}')
+        out->json[json_len - 1] != '}')
         return kv_seterr(err, KVFTS_ECORRUPT,
                          "doc '%.*s' (id %u): corrupt record header",
                          (int)klen, out->key, docid);
@@ -176,7 +251,7 @@ int kv_doc_get_id(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_doc *out,
     unsigned char id[4];
     kv_put_be32(id, docid);
     int rc = kv_get(txn, KV_DOCS, id, 4, buf, false, err);
-    return rc ? rc : kv_doc_decode(buf->data, buf->len, docid, out, err);
+    return rc ? rc : decode_record(txn, buf, buf->len, docid, out, err);
 }
 
 int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
@@ -194,7 +269,7 @@ int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
                          "doc '%.*s': its id %u holds no document", (int)klen,
                          key, docid);
     if (!rc)
-        rc = kv_doc_decode(buf->data, buf->len, docid, out, err);
+        rc = decode_record(txn, buf, buf->len, docid, out, err);
     if (!rc && (out->key_len != klen || memcmp(out->key, key, klen) != 0))
         rc = kv_seterr(err, KVFTS_ECORRUPT,
                        "doc '%.*s': its id %u holds the document of '%.*s'",
@@ -205,6 +280,7 @@ int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
 int kv_doc_scan(kv_txn *txn, kv_doc_fn fn, void *payload, kv_err *err)
 {
     kv_cursor *c = NULL;
+    kv_buf rec = KV_BUF_INIT;
     int rc = kv_cursor_open(&c, txn, KV_DOCS, err);
     if (!rc)
         rc = kv_cursor_seek(c, "", 0, err);
@@ -217,15 +293,19 @@ int kv_doc_scan(kv_txn *txn, kv_doc_fn fn, void *payload, kv_err *err)
         if (kl != 4)
             rc = kv_seterr(err, KVFTS_ECORRUPT,
                            "documents: corrupt doc id of %zu bytes", kl);
+        kv_buf_reset(&rec);
         if (!rc)
-            rc = kv_doc_decode(v, vl, kv_get_be32((const unsigned char *)k),
-                               &d, err);
+            rc = kv_buf_append(&rec, v, vl, err);
+        if (!rc)
+            rc = decode_record(txn, &rec, vl,
+                               kv_get_be32((const unsigned char *)k), &d, err);
         if (!rc)
             rc = fn(payload, d.key, d.key_len, &d, err);
         if (!rc)
             rc = kv_cursor_next(c, err);
     }
     kv_cursor_close(c);
+    kv_buf_free(&rec);
     return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
 }
 
@@ -245,8 +325,17 @@ int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
         if (rc)
             return rc;
     }
+    kv_doc_codec *c = NULL;
+    if (doc->json_len >= ZSTD_MIN) {
+        if (!(c = codec(txn, err)))
+            return KVFTS_ENOMEM;
+        if (!c->c && !(c->c = ZSTD_createCCtx()))
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    }
+    size_t body = DOC_HEADER + klen + 1;
     kv_buf rec = KV_BUF_INIT;
-    rc = kv_buf_reserve(&rec, DOC_HEADER + klen + doc->json_len, err);
+    rc = kv_buf_reserve(&rec, body + (c ? ZSTD_compressBound(doc->json_len)
+                                        : doc->json_len), err);
     if (rc)
         return rc;
     unsigned char *p = (unsigned char *)rec.data;
@@ -254,8 +343,17 @@ int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
     kv_put_be64(p + 1, doc->cas);
     p[DOC_HEADER - 1] = (unsigned char)klen;
     memcpy(p + DOC_HEADER, key, klen);
-    memcpy(p + DOC_HEADER + klen, doc->json, doc->json_len);
-    rec.len = DOC_HEADER + klen + doc->json_len;
+    size_t n = c ? ZSTD_compressCCtx(c->c, p + body, rec.cap - 1 - body,
+                                     doc->json, doc->json_len, ZSTD_LEVEL)
+                 : 0;
+    if (c && !ZSTD_isError(n) && n < doc->json_len) {
+        p[body - 1] = DOC_ZSTD;
+    } else {       /* short, incompressible, or the codec failed: as is */
+        p[body - 1] = DOC_RAW;
+        memcpy(p + body, doc->json, doc->json_len);
+        n = doc->json_len;
+    }
+    rec.len = body + n;
     rc = kv_put(txn, KV_DOCS, id, 4, rec.data, rec.len, err);
     kv_buf_free(&rec);
     return rc;

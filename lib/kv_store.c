@@ -84,6 +84,7 @@ struct kv_env {
     DB **db;                     /* sh->db */
     char *dir;
     bool read_only;
+    struct kv_doc_codec *codec;  /* kv_doc.c's, per handle */
 };
 
 struct kv_txn {
@@ -432,10 +433,16 @@ int kv_env_open(kv_env **out, const char *dir, const kv_env_options *o,
     return KVFTS_OK;
 }
 
+struct kv_doc_codec **kv_txn_doc_codec(kv_txn *t)
+{
+    return &t->env->codec;
+}
+
 void kv_env_close(kv_env *e)
 {
     if (!e)
         return;
+    kv_doc_codec_free(e->codec);
     shared_env *sh = e->sh;
     if (sh) {
         pthread_mutex_lock(&shared_mu);
