@@ -501,12 +501,17 @@ int idx_lens_find(const char *buf, size_t len, uint32_t field_id,
     p++;
     if (!idx_varint_get(&p, end, &n) || n > len)
         goto bad;
+    /* Ranking asks for one field's length per matching document: stop at
+     * it.  The pairs before it are checked; the record's end is checked
+     * when the field is absent. */
     for (uint64_t i = 0; i < n; i++) {
         if (!idx_varint_get(&p, end, &id) || !idx_varint_get(&p, end, &l) ||
             l > UINT32_MAX)
             goto bad;
-        if (id == field_id)
+        if (id == field_id) {
             *out = (uint32_t)l;
+            return KVFTS_OK;
+        }
     }
     if (p != end)
         goto bad;

@@ -501,7 +501,8 @@ static int lens_read_next(idx_lens_reader *r, kv_err *err)
         if (kl != 4)
             return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
                              "bytes", kl);
-        if ((rc = idx__grow(&r->run, &r->cap, (uint64_t)r->n + 1,
+        if (r->n == r->cap &&
+            (rc = idx__grow(&r->run, &r->cap, (uint64_t)r->n + 1,
                             sizeof *r->run, err)) != 0)
             return rc;
         r->run[r->n++] = (lens_rec){ kv_get_be32((const unsigned char *)k),
