@@ -557,6 +557,13 @@ int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
     }
     if (rc)
         return rc;
+    /* A run without gaps (no deleted ids in it) is an array by id. */
+    uint32_t off = docid - r->run[0].docid;
+    if (off < r->n && r->run[off].docid == docid) {
+        r->i = off;
+        return idx_lens_find(r->run[off].val, r->run[off].vlen, field_id, len,
+                             err);
+    }
     /* Gallop from the last answer, then binary search the stride. */
     uint32_t lo = r->run[r->i].docid <= docid ? r->i : 0, hi = lo;
     uint32_t stride = 1;
