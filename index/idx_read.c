@@ -587,6 +587,163 @@ int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
     return idx_lens_find(r->run[lo].val, r->run[lo].vlen, field_id, len, err);
 }
 
+/* ---- whole length columns, kept by a handle ------------------------------ */
+
+/* A ranked search that matches a good part of the corpus asks for almost
+ * every document's length, far apart or not: a cursor step or seek each
+ * (a microsecond) was most of such a search's time.  The handle keeps the
+ * lengths of the fields it ranks as arrays by doc id, read in one pass over
+ * the length records, and drops them when the lengths generation moves
+ * (every transaction that writes a length record bumps it, in idx_flush()
+ * and idx_clear()).  Lucene keeps its norms per segment for the same
+ * reason.  A column costs 4 bytes a document. */
+#define LENS_COLUMNS 4    /* fields kept at once */
+
+struct idx_lens_cache {
+    uint64_t gen;         /* generation the columns belong to */
+    bool synced;          /* gen read at least once */
+    struct lens_col {
+        uint32_t field_id;
+        uint32_t n;       /* ids 0 .. n-1 */
+        uint32_t *len;
+    } cols[LENS_COLUMNS];
+    uint32_t ncols;
+};
+
+int idx_lens_cache_new(idx_lens_cache **out, kv_err *err)
+{
+    *out = kv_calloc(1, sizeof **out);
+    return *out ? KVFTS_OK : kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+}
+
+static void lens_cache_drop(idx_lens_cache *c)
+{
+    for (uint32_t i = 0; i < c->ncols; i++)
+        kv_free(c->cols[i].len);
+    c->ncols = 0;
+}
+
+void idx_lens_cache_free(idx_lens_cache *c)
+{
+    if (!c)
+        return;
+    lens_cache_drop(c);
+    kv_free(c);
+}
+
+int idx_lens_cache_sync(idx_lens_cache *c, kv_txn *txn, kv_err *err)
+{
+    kv_buf v = KV_BUF_INIT;
+    uint64_t gen = 0;
+    int rc = kv_get(txn, KV_META, "seq::" IDX_LENS_GEN,
+                    strlen("seq::" IDX_LENS_GEN), &v, false, err);
+    if (rc == KVFTS_ENOTFOUND) {
+        rc = KVFTS_OK;
+    } else if (!rc) {
+        if (v.len != 8)
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "meta::seq::" IDX_LENS_GEN
+                           ": corrupt sequence (%zu bytes)", v.len);
+        else
+            gen = kv_get_be64((const unsigned char *)v.data);
+    }
+    kv_buf_free(&v);
+    if (rc)
+        return rc;
+    if (!c->synced || gen != c->gen)
+        lens_cache_drop(c);
+    c->gen = gen;
+    c->synced = true;
+    return KVFTS_OK;
+}
+
+/* Read every length record once, keeping field_id's lengths. */
+static int lens_column_read(kv_txn *txn, uint32_t field_id,
+                            struct lens_col *col, kv_err *err)
+{
+    kv_cursor *c = NULL;
+    kv_bulk bulk = KV_BULK_INIT;
+    uint32_t cap = 0;
+    col->field_id = field_id;
+    col->n = 0;
+    col->len = NULL;
+    int rc = kv_cursor_open(&c, txn, KV_DOCLENS, err);
+    bool first = true;
+    while (!rc) {
+        rc = kv_cursor_bulk(c, first ? "" : NULL, 0, &bulk, err);
+        first = false;
+        if (rc)
+            break;
+        const char *k, *v;
+        size_t kl, vl;
+        while (!rc && kv_bulk_next(&bulk, &k, &kl, &v, &vl)) {
+            if (kl != 4) {
+                rc = kv_seterr(err, KVFTS_ECORRUPT, "length record key of "
+                               "%zu bytes", kl);
+                break;
+            }
+            uint32_t id = kv_get_be32((const unsigned char *)k), len = 0;
+            if (id == UINT32_MAX) {
+                rc = kv_seterr(err, KVFTS_ECORRUPT, "length record of id %u",
+                               id);
+                break;
+            }
+            rc = idx_lens_find(v, vl, field_id, &len, err);
+            if (!rc && id >= cap) {
+                uint32_t old = cap;
+                rc = idx__grow(&col->len, &cap, (uint64_t)id + 1,
+                               sizeof *col->len, err);
+                if (!rc)
+                    memset(col->len + old, 0,
+                           (size_t)(cap - old) * sizeof *col->len);
+            }
+            if (!rc) {
+                col->len[id] = len;
+                if (id >= col->n)
+                    col->n = id + 1;
+            }
+        }
+    }
+    kv_cursor_close(c);
+    kv_bulk_free(&bulk);
+    if (rc == KVFTS_ITEROVER)
+        rc = KVFTS_OK;
+    if (rc) {
+        kv_free(col->len);
+        col->len = NULL;
+        col->n = 0;
+    }
+    return rc;
+}
+
+int idx_lens_cache_column(idx_lens_cache *c, kv_txn *txn, uint32_t field_id,
+                          bool build, const uint32_t **col, uint32_t *n,
+                          kv_err *err)
+{
+    *col = NULL;
+    *n = 0;
+    for (uint32_t i = 0; i < c->ncols; i++)
+        if (c->cols[i].field_id == field_id) {
+            *col = c->cols[i].len;
+            *n = c->cols[i].n;
+            return KVFTS_OK;
+        }
+    if (!build || field_id == 0)
+        return KVFTS_OK;
+    if (c->ncols == LENS_COLUMNS) {        /* drop the oldest */
+        kv_free(c->cols[0].len);
+        memmove(c->cols, c->cols + 1, (LENS_COLUMNS - 1) * sizeof *c->cols);
+        c->ncols--;
+    }
+    struct lens_col *nc = &c->cols[c->ncols];
+    int rc = lens_column_read(txn, field_id, nc, err);
+    if (rc)
+        return rc;
+    c->ncols++;
+    *col = nc->len;
+    *n = nc->n;
+    return KVFTS_OK;
+}
+
 int idx_doc_field_len(kv_txn *txn, uint32_t docid, const char *field,
                       size_t flen, uint32_t *len, kv_err *err)
 {

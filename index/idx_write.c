@@ -379,6 +379,7 @@ static void buffer_reset(idx_writer *w)
 void idx_discard(idx_writer *w)
 {
     buffer_reset(w);
+    w->lens_changed = false;
     w->skipped = 0;
     strtab_reset(&w->fnames);   /* ids of an aborted transaction are void */
 }
@@ -1067,6 +1068,14 @@ static int flush_term(idx_writer *w, kv_txn *txn, probe *pr, const keyref *k,
 }
 
 
+/* Length records changed in txn: cached length columns (idx_lens_cache)
+ * are stale from its commit on. */
+static int bump_lens_generation(kv_txn *txn, kv_err *err)
+{
+    uint64_t gen;
+    return kv_seq_next(txn, IDX_LENS_GEN, &gen, err);
+}
+
 int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
 {
     int rc = KVFTS_OK;
@@ -1088,8 +1097,12 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
         rc = fields_flush(w, txn, err);
     if (!rc)
         rc = skipped_flush(w, txn, err);
-    if (!rc && !w->dry)
+    if (!rc && w->lens_changed && !w->dry)
+        rc = bump_lens_generation(txn, err);
+    if (!rc && !w->dry) {
         buffer_reset(w);
+        w->lens_changed = false;
+    }
     return rc;
 }
 
@@ -1181,11 +1194,13 @@ int idx_doc_apply(idx_writer *w, kv_txn *txn, uint32_t docid, kv_err *err)
                                                   w->lens[k].len };
         }
     } else if (nw->present) {
+        w->lens_changed = true;
         rc = idx_lens_encode(w->lens, w->nlens, &w->val, err);
         if (!rc)
             rc = kv_put(txn, KV_DOCLENS, idb, 4, w->val.data, w->val.len,
                         err);
     } else if (o->present) {
+        w->lens_changed = true;
         rc = kv_del(txn, KV_DOCLENS, idb, 4, err);
         if (rc == KVFTS_ENOTFOUND)
             rc = kv_seterr(err, KVFTS_ECORRUPT, "length record of document "
@@ -1231,5 +1246,7 @@ int idx_clear(kv_txn *txn, kv_err *err)
         if (rc == KVFTS_ENOTFOUND)
             rc = KVFTS_OK;
     }
+    if (!rc)
+        rc = bump_lens_generation(txn, err);
     return rc;
 }

@@ -192,6 +192,23 @@ int idx_lens_reader_open(idx_lens_reader **out, kv_txn *txn, kv_err *err);
 int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
                         uint32_t field_id, uint32_t *len, kv_err *err);
 void idx_lens_reader_close(idx_lens_reader *r);
+/** A handle's copy of whole length columns (one field's length of every
+ *  document, by doc id), for ranked searches that visit many documents.
+ *  Valid while the lengths generation (meta "seq::lensgen", bumped by every
+ *  transaction that changes a length record) stays the same. */
+typedef struct idx_lens_cache idx_lens_cache;
+int idx_lens_cache_new(idx_lens_cache **out, kv_err *err);
+void idx_lens_cache_free(idx_lens_cache *c);          /* NULL: no-op */
+/** Drop the columns if the lengths changed since they were read (as seen
+ *  by @p txn).  Call once per search, before idx_lens_cache_column(). */
+int idx_lens_cache_sync(idx_lens_cache *c, kv_txn *txn, kv_err *err);
+/** The column of @p field_id: *@p col[docid] for docid < *@p n (0: no
+ *  length), or *@p col NULL if it is not cached and @p build is false.
+ *  Building reads every length record once.  The column lives until the
+ *  next idx_lens_cache_sync() or _free(). */
+int idx_lens_cache_column(idx_lens_cache *c, kv_txn *txn, uint32_t field_id,
+                          bool build, const uint32_t **col, uint32_t *n,
+                          kv_err *err);
 /** Length (terms) of field @p field in document @p docid; 0 if none. */
 int idx_doc_field_len(kv_txn *txn, uint32_t docid, const char *field,
                       size_t flen, uint32_t *len, kv_err *err);
@@ -217,6 +234,7 @@ int idx_get_stats(kv_txn *txn, idx_stats *out, kv_err *err);
 /** Spare bytes after every buffer StreamVByte decodes from or into. */
 #define IDX_SLACK 32
 #define IDX_FIELD_PREFIX "field::"
+#define IDX_LENS_GEN "lensgen"   /* sequence meta "seq::lensgen" */
 #define IDX_SKIPPED_KEY "stat::skipped_tokens"
 
 size_t idx_varint_put(unsigned char *p, uint64_t v);
@@ -382,6 +400,7 @@ struct idx_writer {
     bool buffering;
     bool positions;
     bool dry;             /* check mode: analyze into memory, write nothing */
+    bool lens_changed;    /* a length record was written since the flush */
     struct exp_len { uint32_t docid, field, len; } *exp;  /* dry: lengths */
     uint32_t nexp, expcap;
     uint64_t skipped;     /* too-long tokens of new versions, not yet saved */

@@ -22,6 +22,7 @@ struct kvfts_db {
     kv_lookup_vals new_lv;   /* scratch: lookup values of the new version */
     tok_analysis *an;        /* the config's analysis */
     idx_writer *iw;          /* keeps the index in step with writes */
+    idx_lens_cache *lens;    /* length columns for ranking, or NULL */
 };
 
 /* Results of a multi-get: offsets into one arena while being built, turned

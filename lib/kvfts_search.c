@@ -106,7 +106,10 @@ static int search_fn(kv_txn *txn, void *payload, kv_err *err)
     int rc = api_refresh_config(q->db, txn, err);
     if (!rc)
         rc = qry_parse(&plan, q->db->an, q->q, q->qlen, err);
-    qry_run_options ro = { 0, o->count_only };
+    qry_run_options ro = { 0, o->count_only, NULL };
+    if (!rc && !o->count_only && !q->db->lens)   /* none: rank without */
+        (void)idx_lens_cache_new(&q->db->lens, &(kv_err)KV_ERR_INIT);
+    ro.lens = q->db->lens;
     if (o->sort == KVFTS_SORT_SCORE && o->limit)
         ro.k = o->offset > SIZE_MAX - o->limit ? 0 : o->offset + o->limit;
     if (!rc)

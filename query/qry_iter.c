@@ -50,6 +50,9 @@ typedef struct qry_field {
     uint32_t id;          /* id in the length records (0: never indexed) */
     uint32_t dl_doc;      /* document whose length dl is (0: none) */
     uint32_t dl;
+    const uint32_t *col;  /* every document's length, by id (NULL: read
+                             them through the reader) */
+    uint32_t ncol;
 } qry_field;
 
 struct qry_ctx {
@@ -117,6 +120,10 @@ static int ctx_dl(qry_ctx *cx, size_t field, uint32_t docid, double *dl,
                   kv_err *err)
 {
     qry_field *f = &cx->fields[field];
+    if (f->col) {
+        *dl = docid < f->ncol ? f->col[docid] : 0;
+        return KVFTS_OK;
+    }
     if (f->dl_doc != docid) {
         int rc = cx->lens ? KVFTS_OK
                           : idx_lens_reader_open(&cx->lens, cx->txn, err);
@@ -128,6 +135,23 @@ static int ctx_dl(qry_ctx *cx, size_t field, uint32_t docid, double *dl,
     }
     *dl = f->dl;
     return KVFTS_OK;
+}
+
+int qry_ctx_columns(qry_ctx *cx, idx_lens_cache *c, uint64_t est,
+                    kv_err *err)
+{
+    int rc = idx_lens_cache_sync(c, cx->txn, err);
+    for (size_t i = 0; !rc && i < cx->nfields; i++) {
+        qry_field *f = &cx->fields[i];
+        /* Reading a column costs about what scoring a thirtieth as many
+         * documents through the reader does (a step or seek each), and it
+         * serves every later search until the lengths change: worth it
+         * past docs / 64 matches. */
+        bool build = est >= f->docs / 64;
+        rc = idx_lens_cache_column(c, cx->txn, f->id, build, &f->col,
+                                   &f->ncol, err);
+    }
+    return rc;
 }
 
 double qry_idf(uint64_t n_docs, uint64_t df)

@@ -9,6 +9,9 @@
  * that order; a new hit replaces it only when it ranks strictly better.
  * k = 0 keeps every hit (the glue needs them all to sort by key).
  *
+ * Document lengths come from the handle's length columns when the query
+ * may match many documents (qry_ctx_columns), else from the reader.
+ *
  * Every match is visited even when only the top k is wanted: the exact total
  * is part of the answer (kvfts_results_total).  Block-max pruning would skip
  * scoring, not counting; it is left for later (README "Query evaluation").
@@ -82,6 +85,11 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
         rc = qry_iter_build(&it, cx, plan, err);
     if (rc)
         goto fail;
+    if (!o->count_only && o->lens) {
+        rc = qry_ctx_columns(cx, o->lens, it->est, err);
+        if (rc)
+            goto fail;
+    }
     if (!o->count_only && o->k) {
         cap = o->k;
         if (cap > 4096)     /* grows on demand past this */

@@ -130,6 +130,12 @@ int qry_iter_build(qry_iter **out, qry_ctx *cx, const qry_node *n,
                    kv_err *err);
 void qry_iter_free(qry_iter *it);           /* NULL: no-op */
 
+/** Rank with the length columns of @p c (idx_lens_cache) for the fields of
+ *  @p cx: those already cached, and the others too when the query may
+ *  match @p est documents, a good part of a field's. */
+int qry_ctx_columns(qry_ctx *cx, idx_lens_cache *c, uint64_t est,
+                    kv_err *err);
+
 /** BM25 of one (field, term) leaf: @p idf as qry_idf(), term frequency
  *  @p tf, field length @p dl and average field length @p avgdl. */
 double qry_bm25(double idf, double tf, double dl, double avgdl);
@@ -147,6 +153,7 @@ typedef struct qry_hit {
 typedef struct qry_run_options {
     size_t k;             /* keep the best k hits; 0 = every hit */
     bool count_only;      /* count matches; no scoring, no hits */
+    idx_lens_cache *lens; /* the handle's length columns, or NULL */
 } qry_run_options;
 
 /** Evaluate plan @p plan in @p txn: *@p total = the exact number of matching
