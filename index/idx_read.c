@@ -283,6 +283,7 @@ int idx_prefix_postings(kv_txn *txn, const char *field, size_t flen,
 {
     kv_buf start = KV_BUF_INIT, cur = KV_BUF_INIT;  /* cur: term's key */
     kv_cursor *c = NULL;
+    kv_bulk bulk = KV_BULK_INIT;
     idx_block b;
     idx_block_init(&b);
     uint32_t nterms = 0;
@@ -290,40 +291,44 @@ int idx_prefix_postings(kv_txn *txn, const char *field, size_t flen,
     int rc = idx_key_term(&start, field, flen, prefix, plen, err);
     if (!rc)
         rc = kv_cursor_open(&c, txn, KV_POSTINGS, err);
+    /* The range in bulk reads: a cursor step per record was most of a
+     * short prefix's time. */
     if (!rc)
-        rc = kv_cursor_seek(c, start.data, start.len, err);
-    while (rc == KVFTS_OK) {
+        rc = kv_cursor_bulk(c, start.data, start.len, &bulk, err);
+    bool done = false;
+    while (rc == KVFTS_OK && !done) {
         const char *k, *v;
         size_t kl, vl;
-        kv_cursor_key(c, &k, &kl);
-        if (kl < start.len || memcmp(k, start.data, start.len) != 0)
-            break;
-        kv_cursor_val(c, &v, &vl);
-        uint32_t first;
-        if (!memchr(k + flen + 1, 0, kl - flen - 1)) {      /* a header */
-            idx_header h;
-            if ((rc = idx_header_decode(v, vl, &h, err)) != 0)
-                break;
-            if (++nterms > max_terms) {
-                rc = 1;
+        while (!rc && kv_bulk_next(&bulk, &k, &kl, &v, &vl)) {
+            if (kl < start.len || memcmp(k, start.data, start.len) != 0) {
+                done = true;
                 break;
             }
-            info = (idx_term_info){ h.df, h.cf, h.blocks, h.last,
-                                    h.positions };
-            kv_buf_reset(&cur);
-            if ((rc = kv_buf_append(&cur, k, kl, err)) != 0)
-                break;
-        } else if (nterms &&
-                   idx_key_is_block_of(k, kl, cur.data, cur.len, &first)) {
-            rc = idx_block_decode(&b, first, v, vl, IDX_DECODE_TFS, err);
-            if (!rc)
-                rc = fn(payload, nterms - 1, &info, b.ids, b.tfs, b.n);
-            if (rc)
-                break;
+            uint32_t first;
+            if (!memchr(k + flen + 1, 0, kl - flen - 1)) {      /* a header */
+                idx_header h;
+                if ((rc = idx_header_decode(v, vl, &h, err)) != 0)
+                    break;
+                if (++nterms > max_terms) {
+                    rc = 1;
+                    break;
+                }
+                info = (idx_term_info){ h.df, h.cf, h.blocks, h.last,
+                                        h.positions };
+                kv_buf_reset(&cur);
+                rc = kv_buf_append(&cur, k, kl, err);
+            } else if (nterms &&
+                       idx_key_is_block_of(k, kl, cur.data, cur.len, &first)) {
+                rc = idx_block_decode(&b, first, v, vl, IDX_DECODE_TFS, err);
+                if (!rc)
+                    rc = fn(payload, nterms - 1, &info, b.ids, b.tfs, b.n);
+            }
         }
-        rc = kv_cursor_next(c, err);
+        if (!rc && !done)
+            rc = kv_cursor_bulk(c, NULL, 0, &bulk, err);
     }
     kv_cursor_close(c);
+    kv_bulk_free(&bulk);
     kv_buf_free(&start);
     kv_buf_free(&cur);
     idx_block_free(&b);

@@ -943,34 +943,39 @@ static int union_collect(void *payload, uint32_t term,
     return KVFTS_OK;
 }
 
-/* Sort u->v by doc id, stably: two passes of a 16-bit radix sort. */
+/* Sort u->v by doc id, stably: an LSD radix sort of 8-bit digits, as many
+ * passes as the largest id needs (a 16-bit digit spent most of a short
+ * prefix's time clearing and summing its 65,536 counters). */
 static int union_sort(union_it *u, kv_err *err)
 {
     size_t n = u->n;
+    uint32_t max = 0;
+    for (size_t i = 0; i < n; i++)
+        if (u->v[i].doc > max)
+            max = u->v[i].doc;
     u->tmp = kv_malloc((n ? n : 1) * sizeof *u->tmp);
-    size_t *count = kv_malloc(65536 * sizeof *count);
-    if (!u->tmp || !count) {
-        kv_free(count);
+    if (!u->tmp)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    }
     upost *from = u->v, *to = u->tmp;
-    for (int shift = 0; shift < 32; shift += 16) {
-        memset(count, 0, 65536 * sizeof *count);
+    size_t count[256];
+    for (int shift = 0; shift < 32 && (max >> shift); shift += 8) {
+        memset(count, 0, sizeof count);
         for (size_t i = 0; i < n; i++)
-            count[(from[i].doc >> shift) & 0xffff]++;
+            count[(from[i].doc >> shift) & 0xff]++;
         size_t acc = 0;
-        for (size_t d = 0; d < 65536; d++) {
+        for (size_t d = 0; d < 256; d++) {
             size_t c = count[d];
             count[d] = acc;
             acc += c;
         }
         for (size_t i = 0; i < n; i++)
-            to[count[(from[i].doc >> shift) & 0xffff]++] = from[i];
+            to[count[(from[i].doc >> shift) & 0xff]++] = from[i];
         upost *t = from;
         from = to;
         to = t;
     }
-    kv_free(count);           /* two passes: the result is back in u->v */
+    if (from != u->v)         /* an odd number of passes */
+        memcpy(u->v, from, n * sizeof *u->v);
     return KVFTS_OK;
 }
 
