@@ -239,6 +239,9 @@ int kv_get(kv_txn *txn, kv_space space, const void *key, size_t klen,
            kv_buf *val, bool for_update, kv_err *err);
 /** The slot of @p txn's handle for the document codec (kv_doc.c). */
 struct kv_doc_codec **kv_txn_doc_codec(kv_txn *txn);
+/** A number that tells @p txn apart from every other transaction of its
+ *  handle (they count up from 1). */
+uint64_t kv_txn_serial(const kv_txn *txn);
 /** As kv_get(), but only the first @p head bytes of the value (fewer if it
  *  is shorter); for reading a record's header without its body. */
 int kv_get_head(kv_txn *txn, kv_space space, const void *key, size_t klen,

@@ -85,12 +85,14 @@ struct kv_env {
     char *dir;
     bool read_only;
     struct kv_doc_codec *codec;  /* kv_doc.c's, per handle */
+    uint64_t txns;               /* transactions begun: serial numbers */
 };
 
 struct kv_txn {
     kv_env *env;
     DB_TXN *txn;
     bool write;
+    uint64_t serial;             /* this handle's n-th transaction */
 };
 
 struct kv_cursor {
@@ -438,6 +440,11 @@ struct kv_doc_codec **kv_txn_doc_codec(kv_txn *t)
     return &t->env->codec;
 }
 
+uint64_t kv_txn_serial(const kv_txn *t)
+{
+    return t->serial;
+}
+
 void kv_env_close(kv_env *e)
 {
     if (!e)
@@ -539,6 +546,7 @@ static int txn_begin(kv_txn **out, kv_env *e, bool write, u_int32_t flags,
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     t->env = e;
     t->write = write;
+    t->serial = ++e->txns;
     int ret = e->env->txn_begin(e->env, NULL, &t->txn, flags);
     if (ret) {
         kv_free(t);

@@ -572,6 +572,123 @@ static void test_docs(void **state)
     kv_buf_free(&buf);
 }
 
+/* Documents a little like a catalog: their member names and many values
+ * repeat, which a dictionary captures. */
+static size_t make_doc(char *buf, size_t cap, unsigned i)
+{
+    static const char *const sect[] = { "games", "python", "libs", "net" };
+    int n = snprintf(buf, cap, "{\"package\":\"pkg%u\",\"section\":\"%s\","
+                     "\"maintainer\":\"Debian %s Team <team+%s@tracker."
+                     "debian.org>\",\"version\":\"%u.%u-%u\",\"description\":"
+                     "\"tool number %u for the %s section of the archive, with "
+                     "documentation and examples\"}", i, sect[i % 4],
+                     sect[(i / 4) % 4], sect[i % 4], i % 7, i % 13, i % 3, i,
+                     sect[(i / 16) % 4]);
+    return (size_t)n;
+}
+
+static void put_docs(kv_env *env, unsigned from, unsigned to, bool commit)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    char key[32], json[512];
+    assert_int_equal(kv_txn_begin(&t, env, true, &err), 0);
+    for (unsigned i = from; i < to; i++) {
+        snprintf(key, sizeof key, "k%u", i);
+        size_t n = make_doc(json, sizeof json, i);
+        kv_doc d = { .cas = i + 1, .docid = i + 1, .json = json,
+                     .json_len = n };
+        assert_int_equal(kv_doc_put(t, key, strlen(key), &d, true, &err), 0);
+    }
+    if (commit)
+        assert_int_equal(kv_txn_commit(t, &err), 0);
+    else
+        kv_txn_abort(t);
+}
+
+static void check_docs(kv_env *env, unsigned from, unsigned to)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    kv_buf buf = KV_BUF_INIT;
+    char key[32], json[512];
+    assert_int_equal(kv_txn_begin(&t, env, false, &err), 0);
+    for (unsigned i = from; i < to; i++) {
+        snprintf(key, sizeof key, "k%u", i);
+        size_t n = make_doc(json, sizeof json, i);
+        kv_doc got;
+        assert_int_equal(kv_doc_get(t, key, strlen(key), &buf, &got, false,
+                                    &err), 0);
+        assert_int_equal(got.json_len, n);
+        assert_memory_equal(got.json, json, n);
+    }
+    kv_txn_abort(t);
+    kv_buf_free(&buf);
+}
+
+/* Compression: documents read back exactly, before and after the
+ * dictionary is trained, through the handle that trained it and through a
+ * new one; a dictionary trained in a transaction that aborted is never
+ * used; documents get much smaller. */
+static void test_doc_compression(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    kv_buf v = KV_BUF_INIT;
+    /* 1,500 documents in a transaction that aborts: it trained and stored
+     * a dictionary, which went with it. */
+    put_docs(f->env, 0, 1500, false);
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_META, "docdict", 7, &v, false, &err),
+                     KVFTS_ENOTFOUND);
+    kv_txn_abort(t);
+    /* The same handle writes on: first without the aborted dictionary,
+     * then with one it stores. */
+    put_docs(f->env, 0, 400, true);
+    put_docs(f->env, 400, 3000, true);
+    check_docs(f->env, 0, 3000);
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_META, "docdict", 7, &v, false, &err), 0);
+    assert_true(v.len > 100);
+    /* Early documents are plain zstd (1), late ones use the dictionary (2)
+     * and are smaller. */
+    unsigned char id[4];
+    kv_put_be32(id, 2);
+    assert_int_equal(kv_get(t, KV_DOCS, id, 4, &v, false, &err), 0);
+    size_t klen = (unsigned char)v.data[9];
+    assert_int_equal(v.data[10 + klen], 1);
+    kv_put_be32(id, 2999);
+    assert_int_equal(kv_get(t, KV_DOCS, id, 4, &v, false, &err), 0);
+    klen = (unsigned char)v.data[9];
+    assert_int_equal(v.data[10 + klen], 2);
+    char json[512];
+    size_t n = make_doc(json, sizeof json, 2998);
+    assert_true(v.len - 11 - klen < n / 3);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+    /* Another handle (a new process would be the same) reads them all. */
+    kv_env *e2 = NULL;
+    assert_int_equal(kv_env_open(&e2, f->dir, NULL, &err), 0);
+    check_docs(e2, 0, 3000);
+    kv_env_close(e2);
+    /* A damaged dictionary is corruption, not a crash. */
+    kv_doc got;
+    kv_buf buf = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_META, "docdict", 7, "\x01garbage", 8, &err),
+                     0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    assert_int_equal(kv_env_open(&e2, f->dir, NULL, &err), 0);
+    kv_txn *t2;
+    assert_int_equal(kv_txn_begin(&t2, e2, false, &err), 0);
+    assert_int_equal(kv_doc_get(t2, "k2999", 5, &buf, &got, false, &err),
+                     KVFTS_ECORRUPT);
+    kv_txn_abort(t2);
+    kv_env_close(e2);
+    kv_buf_free(&buf);
+}
+
 static void test_counters(void **state)
 {
     fx *f = *state;
@@ -732,6 +849,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deadlock_retry, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_docs, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_doc_compression, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_counters, fx_setup, fx_teardown),
         cmocka_unit_test(test_config),
         cmocka_unit_test_setup_teardown(test_lookup_collect_and_update,
