@@ -160,7 +160,7 @@ typedef struct doc_run {
 static int on_doc_term(void *payload, const tok_term *t)
 {
     doc_run *d = payload;
-    CHECK(t->field_len >= 1 && t->field[t->field_len] == '\0');
+    CHECK(t->field[t->field_len] == '\0');   /* "" is a valid key */
     CHECK(t->term_len >= 1 && t->term_len <= TOK_MAX_TERM);
     CHECK(t->start < t->end && t->end <= t->value_len);
     for (size_t i = 0; i < t->term_len; i++)
