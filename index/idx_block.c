@@ -46,10 +46,9 @@
  * sum of their lengths (BM25's statistics); ids come from sequence "field".
  *
  * varint = unsigned LEB128, at most 10 bytes.  StreamVByte (Debian's
- * libstreamvbyte) encodes arrays of u32 fast; it has no validator in 0.4.1,
- * so idx_svb_size() recomputes a stream's size from its control bytes before
- * anything is decoded, and decoding reads from buffers with IDX_SLACK spare
- * bytes because the SIMD decoder loads 16 bytes at a time.
+ * libstreamvbyte) encodes arrays of u32; idx_svb.c checks and decodes the
+ * streams (see there why), reading from buffers with IDX_SLACK spare bytes
+ * because its decoder loads 16 bytes at a time.
  */
 #include "index.h"
 
@@ -168,66 +167,6 @@ bad:
 
 /* ---- blocks ------------------------------------------------------------- */
 
-/* Data bytes of the four values one control byte describes: [0] standard
- * coding (code + 1 bytes each), [1] 0124 coding (0, 1, 2 or 4 bytes). */
-static const unsigned char ctrl_bytes[2][256] = {
-  {
-     4,  5,  6,  7,  5,  6,  7,  8,  6,  7,  8,  9,  7,  8,  9, 10,
-     5,  6,  7,  8,  6,  7,  8,  9,  7,  8,  9, 10,  8,  9, 10, 11,
-     6,  7,  8,  9,  7,  8,  9, 10,  8,  9, 10, 11,  9, 10, 11, 12,
-     7,  8,  9, 10,  8,  9, 10, 11,  9, 10, 11, 12, 10, 11, 12, 13,
-     5,  6,  7,  8,  6,  7,  8,  9,  7,  8,  9, 10,  8,  9, 10, 11,
-     6,  7,  8,  9,  7,  8,  9, 10,  8,  9, 10, 11,  9, 10, 11, 12,
-     7,  8,  9, 10,  8,  9, 10, 11,  9, 10, 11, 12, 10, 11, 12, 13,
-     8,  9, 10, 11,  9, 10, 11, 12, 10, 11, 12, 13, 11, 12, 13, 14,
-     6,  7,  8,  9,  7,  8,  9, 10,  8,  9, 10, 11,  9, 10, 11, 12,
-     7,  8,  9, 10,  8,  9, 10, 11,  9, 10, 11, 12, 10, 11, 12, 13,
-     8,  9, 10, 11,  9, 10, 11, 12, 10, 11, 12, 13, 11, 12, 13, 14,
-     9, 10, 11, 12, 10, 11, 12, 13, 11, 12, 13, 14, 12, 13, 14, 15,
-     7,  8,  9, 10,  8,  9, 10, 11,  9, 10, 11, 12, 10, 11, 12, 13,
-     8,  9, 10, 11,  9, 10, 11, 12, 10, 11, 12, 13, 11, 12, 13, 14,
-     9, 10, 11, 12, 10, 11, 12, 13, 11, 12, 13, 14, 12, 13, 14, 15,
-    10, 11, 12, 13, 11, 12, 13, 14, 12, 13, 14, 15, 13, 14, 15, 16,
-  },
-  {
-     0,  1,  2,  4,  1,  2,  3,  5,  2,  3,  4,  6,  4,  5,  6,  8,
-     1,  2,  3,  5,  2,  3,  4,  6,  3,  4,  5,  7,  5,  6,  7,  9,
-     2,  3,  4,  6,  3,  4,  5,  7,  4,  5,  6,  8,  6,  7,  8, 10,
-     4,  5,  6,  8,  5,  6,  7,  9,  6,  7,  8, 10,  8,  9, 10, 12,
-     1,  2,  3,  5,  2,  3,  4,  6,  3,  4,  5,  7,  5,  6,  7,  9,
-     2,  3,  4,  6,  3,  4,  5,  7,  4,  5,  6,  8,  6,  7,  8, 10,
-     3,  4,  5,  7,  4,  5,  6,  8,  5,  6,  7,  9,  7,  8,  9, 11,
-     5,  6,  7,  9,  6,  7,  8, 10,  7,  8,  9, 11,  9, 10, 11, 13,
-     2,  3,  4,  6,  3,  4,  5,  7,  4,  5,  6,  8,  6,  7,  8, 10,
-     3,  4,  5,  7,  4,  5,  6,  8,  5,  6,  7,  9,  7,  8,  9, 11,
-     4,  5,  6,  8,  5,  6,  7,  9,  6,  7,  8, 10,  8,  9, 10, 12,
-     6,  7,  8, 10,  7,  8,  9, 11,  8,  9, 10, 12, 10, 11, 12, 14,
-     4,  5,  6,  8,  5,  6,  7,  9,  6,  7,  8, 10,  8,  9, 10, 12,
-     5,  6,  7,  9,  6,  7,  8, 10,  7,  8,  9, 11,  9, 10, 11, 13,
-     6,  7,  8, 10,  7,  8,  9, 11,  8,  9, 10, 12, 10, 11, 12, 14,
-     8,  9, 10, 12,  9, 10, 11, 13, 10, 11, 12, 14, 12, 13, 14, 16,
-  }
-};
-
-size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,
-                    bool is0124)
-{
-    size_t ctrl = ((size_t)count + 3) / 4;
-    if (count == 0)
-        return 0;
-    if (ctrl > avail)
-        return SIZE_MAX;
-    const unsigned char *t = ctrl_bytes[is0124];
-    size_t data = 0, full = count / 4;
-    for (size_t i = 0; i < full; i++)
-        data += t[in[i]];
-    for (uint32_t i = (uint32_t)full * 4; i < count; i++) {
-        unsigned code = (in[i / 4] >> (2 * (i % 4))) & 3;
-        data += is0124 ? (code == 3 ? 4 : code) : code + 1;
-    }
-    return ctrl + data;
-}
-
 void idx_block_init(idx_block *b)
 {
     memset(b, 0, sizeof *b);
@@ -313,7 +252,7 @@ static int decode_positions(idx_block *b, kv_err *err)
     int rc = idx_block_reserve(b, b->n, npos, err);
     if (rc)
         return rc;
-    streamvbyte_decode(b->tmp + b->idb + b->tfb, b->pos, npos);
+    idx_svb_decode(b->tmp + b->idb + b->tfb, b->pos, npos);
     uint32_t k = 0;
     for (uint32_t i = 0; i < b->n; i++) {
         b->poff[i] = k;
@@ -343,6 +282,20 @@ int idx_block_need(idx_block *b, int level, kv_err *err)
         b->decoded < IDX_DECODE_POSITIONS)
         rc = decode_positions(b, err);
     return rc;
+}
+
+bool idx_block_peek(const char *buf, size_t len, uint32_t *span)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t n, s;
+    if (len < 2 || p[0] != IDX_FORMAT)
+        return false;
+    p += 2;
+    if (!idx_varint_get(&p, end, &n) || !idx_varint_get(&p, end, &s) ||
+        s > UINT32_MAX)
+        return false;
+    *span = (uint32_t)s;
+    return true;
 }
 
 int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
@@ -389,7 +342,7 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     b->posb = (size_t)posb;
     b->ids[0] = first;
     if (cnt > 1)
-        streamvbyte_delta_decode(b->tmp, b->ids + 1, cnt - 1, first);
+        idx_svb_delta_decode(b->tmp, b->ids + 1, cnt - 1, first);
     for (uint32_t i = 1; i < cnt; i++)
         if (b->ids[i] <= b->ids[i - 1])
             goto bad;

@@ -18,7 +18,6 @@ struct idx_postings {
     kv_cursor *c;
     kv_buf tkey;          /* FIELD 0x00 TERM */
     kv_buf seek;          /* scratch key */
-    kv_buf raw;           /* the current block's bytes */
     idx_term_info info;
     idx_block blk;
     uint32_t first;       /* first id of the current block */
@@ -56,7 +55,6 @@ void idx_postings_close(idx_postings *p)
     kv_cursor_close(p->c);
     kv_buf_free(&p->tkey);
     kv_buf_free(&p->seek);
-    kv_buf_free(&p->raw);
     idx_block_free(&p->blk);
     kv_free(p);
 }
@@ -102,16 +100,33 @@ static int load_block(idx_postings *p, int rc, kv_err *err)
         return KVFTS_ITEROVER;
     }
     kv_cursor_val(p->c, &v, &vl);
-    kv_buf_reset(&p->raw);
-    rc = kv_buf_append(&p->raw, v, vl, err);
-    if (!rc)
-        rc = idx_block_decode(&p->blk, first, p->raw.data, p->raw.len,
-                              IDX_DECODE_IDS, err);
+    /* The decoder keeps its own copy of the streams it decodes later. */
+    rc = idx_block_decode(&p->blk, first, v, vl, IDX_DECODE_IDS, err);
     if (rc)
         return rc;
     p->first = first;
     p->i = 0;
     return KVFTS_OK;
+}
+
+/* The first and last ids of the block the cursor is on, from its key and
+ * header, without decoding it.  False if the record is not a block of the
+ * term.  A damaged header reads as "may hold anything", so that
+ * load_block() decodes it and reports the damage. */
+static bool peek_block(idx_postings *p, uint32_t *first, uint32_t *last)
+{
+    const char *k, *v;
+    size_t kl, vl;
+    uint32_t span;
+    kv_cursor_key(p->c, &k, &kl);
+    if (!idx_key_is_block_of(k, kl, p->tkey.data, p->tkey.len, first))
+        return false;
+    kv_cursor_val(p->c, &v, &vl);
+    if (!idx_block_peek(v, vl, &span) || span > UINT32_MAX - *first)
+        *last = UINT32_MAX;
+    else
+        *last = *first + span;
+    return true;
 }
 
 static int seek_block(idx_postings *p, uint32_t first, kv_err *err)
@@ -156,12 +171,20 @@ int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err)
         return KVFTS_OK;
     /* Intersections mostly skip to a near block: step there with the
      * cursor (neighbouring records, often on the same page) before paying
-     * for a search from the root. */
+     * for a search from the root.  Blocks stepped over are not decoded:
+     * their key and header tell their first and last ids. */
+    uint32_t first, last;
     for (int step = 0; step < NEAR_STEPS && p->blk.ids[p->blk.n - 1] < docid;
          step++) {
-        rc = load_block(p, kv_cursor_next(p->c, err), err);
-        if (rc)
-            return rc;
+        rc = kv_cursor_next(p->c, err);
+        if (rc || !peek_block(p, &first, &last))
+            return load_block(p, rc, err);     /* the end, or an error */
+        if (last >= docid) {
+            rc = load_block(p, KVFTS_OK, err);
+            if (rc)
+                return rc;
+            goto search;
+        }
     }
     if (p->blk.ids[p->blk.n - 1] < docid) {
         /* The block that may hold docid is the last one whose first id is
@@ -175,28 +198,17 @@ int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err)
         bool at_end = rc == KVFTS_ITEROVER;
         if (rc && !at_end)
             return rc;
-        const char *k;
-        size_t kl;
-        uint32_t first;
-        if (!at_end) {
-            kv_cursor_key(p->c, &k, &kl);
-            if (idx_key_is_block_of(k, kl, p->tkey.data, p->tkey.len,
-                                    &first) && first == docid)
-                return load_block(p, KVFTS_OK, err);
-        }
+        if (!at_end && peek_block(p, &first, &last) && first == docid)
+            return load_block(p, KVFTS_OK, err);
         rc = at_end ? kv_cursor_last(p->c, err) : kv_cursor_prev(p->c, err);
         if (rc && rc != KVFTS_ITEROVER)
             return rc;
-        if (rc == KVFTS_OK) {
-            kv_cursor_key(p->c, &k, &kl);
-            if (idx_key_is_block_of(k, kl, p->tkey.data, p->tkey.len,
-                                    &first) && first < docid) {
-                rc = load_block(p, KVFTS_OK, err);
-                if (rc)
-                    return rc;
-                if (p->blk.ids[p->blk.n - 1] >= docid)
-                    goto search;
-            }
+        if (rc == KVFTS_OK && peek_block(p, &first, &last) &&
+            first < docid && last >= docid) {
+            rc = load_block(p, KVFTS_OK, err);
+            if (rc)
+                return rc;
+            goto search;
         }
         /* docid falls between two blocks: the answer starts the next. */
         return seek_block(p, docid, err);

@@ -292,6 +292,9 @@ int idx_block_reserve(idx_block *b, uint32_t ndocs, uint64_t npos,
                       kv_err *err);
 /** Decode a stored block whose key says @p first, up to @p level
  *  (IDX_DECODE_*).  KVFTS_ECORRUPT on any inconsistency found. */
+/** The span (last id - first id) of a stored block, read from its header
+ *  alone; false if the header is damaged (idx_block_decode() says how). */
+bool idx_block_peek(const char *buf, size_t len, uint32_t *span);
 int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
                      size_t len, int level, kv_err *err);
 /** Decode more of the last decoded block, up to @p level. */
@@ -299,6 +302,16 @@ int idx_block_need(idx_block *b, int level, kv_err *err);
 /** Encode documents [from, to) of @p b (its first id goes in the key). */
 int idx_block_encode(const idx_block *b, uint32_t from, uint32_t to,
                      kv_buf *out, kv_err *err);
+/** Decode @p count values of a standard (1234) StreamVByte stream, as they
+ *  are, or (delta) as gaps added up from @p prev.  Reads up to 16 bytes
+ *  past the stream: @p in needs IDX_SLACK spare bytes.  Check the stream
+ *  with idx_svb_size() first. */
+void idx_svb_decode(const unsigned char *in, uint32_t *out, uint32_t count);
+void idx_svb_delta_decode(const unsigned char *in, uint32_t *out,
+                          uint32_t count, uint32_t prev);
+/** The plain C decoder alone (what runs without SSSE3), for tests. */
+void idx__svb_decode_c(const unsigned char *in, uint32_t *out,
+                       uint32_t count, bool delta, uint32_t prev);
 /** Size of a StreamVByte stream of @p count values from its control bytes,
  *  or SIZE_MAX if the control bytes are not all in @p avail. */
 size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,

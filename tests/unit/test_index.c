@@ -19,6 +19,8 @@
 #include <cmocka.h>
 
 #include "index.h"
+#include <streamvbyte.h>
+#include <string.h>
 #include "kvfts.h"
 
 #define S(x) x, strlen(x)
@@ -117,6 +119,48 @@ static void test_block_roundtrip(void **state)
 
 /* Damaged bytes: ECORRUPT, or (a flip that keeps the stream well formed) a
  * block that still obeys every invariant.  ASan checks the reads. */
+/* Our StreamVByte decoder (SSSE3 and plain C) against the library's
+ * encoder, on values of every byte width, every tail length and deltas
+ * that wrap around. */
+static void test_svb_decoder(void **state)
+{
+    (void)state;
+    enum { MAX = 300 };
+    uint32_t in[MAX], out[MAX + 8];
+    unsigned char enc[MAX * 5 + 64];
+    uint64_t x = 88172645463325252ull;
+    for (uint32_t n = 0; n <= MAX; n += (n < 40 ? 1 : 37)) {
+        for (int round = 0; round < 4; round++) {
+            for (uint32_t i = 0; i < n; i++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                unsigned width = (unsigned)(x >> 62);     /* 1..4 bytes */
+                uint32_t v = (uint32_t)(x >> 8);
+                in[i] = width == 3 ? v : v & ((1u << (8 * (width + 1))) - 1);
+            }
+            memset(enc, 0xA5, sizeof enc);   /* garbage past the stream */
+            size_t len = streamvbyte_encode(in, n, enc);
+            assert_int_equal(idx_svb_size(enc, len, n, false), len);
+            memset(out, 0, sizeof out);
+            idx_svb_decode(enc, out, n);
+            assert_memory_equal(out, in, (size_t)n * 4);
+            memset(out, 0, sizeof out);
+            idx__svb_decode_c(enc, out, n, false, 0);
+            assert_memory_equal(out, in, (size_t)n * 4);
+            /* As deltas from a start: the running sums (mod 2^32). */
+            uint32_t sums[MAX], acc = 7;
+            for (uint32_t i = 0; i < n; i++)
+                sums[i] = acc += in[i];
+            idx_svb_delta_decode(enc, out, n, 7);
+            assert_memory_equal(out, sums, (size_t)n * 4);
+            memset(out, 0, sizeof out);
+            idx__svb_decode_c(enc, out, n, true, 7);
+            assert_memory_equal(out, sums, (size_t)n * 4);
+        }
+    }
+}
+
 static void test_block_corruption(void **state)
 {
     (void)state;
@@ -673,6 +717,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_roundtrip),
+        cmocka_unit_test(test_svb_decoder),
         cmocka_unit_test(test_block_corruption),
         cmocka_unit_test(test_header_codec),
         T(test_seed_example),
