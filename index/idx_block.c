@@ -221,7 +221,7 @@ int idx_block_reserve(idx_block *b, uint32_t ndocs, uint64_t npos,
 /* Stage 2 of a decode: the term frequencies (checked against max_tf). */
 static int decode_tfs(idx_block *b, kv_err *err)
 {
-    streamvbyte_decode_0124(b->tmp + b->idb, b->tfs, b->n);
+    idx_svb_decode_0124(b->tmp + b->idb, b->tfs, b->n);
     uint64_t npos = 0;
     uint32_t mtf = 0;
     for (uint32_t i = 0; i < b->n; i++) {

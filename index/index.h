@@ -309,6 +309,9 @@ int idx_block_encode(const idx_block *b, uint32_t from, uint32_t to,
 void idx_svb_decode(const unsigned char *in, uint32_t *out, uint32_t count);
 void idx_svb_delta_decode(const unsigned char *in, uint32_t *out,
                           uint32_t count, uint32_t prev);
+/** The same for a 0124-coded stream (term frequencies). */
+void idx_svb_decode_0124(const unsigned char *in, uint32_t *out,
+                         uint32_t count);
 /** The plain C decoder alone (what runs without SSSE3), for tests. */
 void idx__svb_decode_c(const unsigned char *in, uint32_t *out,
                        uint32_t count, bool delta, uint32_t prev);

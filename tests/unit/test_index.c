@@ -148,6 +148,17 @@ static void test_svb_decoder(void **state)
             memset(out, 0, sizeof out);
             idx__svb_decode_c(enc, out, n, false, 0);
             assert_memory_equal(out, in, (size_t)n * 4);
+            /* The 0124 coding (term frequencies): 0, 1, 2 or 4 bytes. */
+            for (uint32_t i = 0; i < n; i++)
+                if (i % 3 == 0)
+                    in[i] = 0;
+            memset(enc, 0xA5, sizeof enc);
+            len = streamvbyte_encode_0124(in, n, enc);
+            assert_int_equal(idx_svb_size(enc, len, n, true), len);
+            memset(out, 0xFF, sizeof out);
+            idx_svb_decode_0124(enc, out, n);
+            assert_memory_equal(out, in, (size_t)n * 4);
+            len = streamvbyte_encode(in, n, enc);
             /* As deltas from a start: the running sums (mod 2^32). */
             uint32_t sums[MAX], acc = 7;
             for (uint32_t i = 0; i < n; i++)
