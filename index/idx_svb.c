@@ -641,19 +641,24 @@ static void decode_tail(const unsigned char *ctrl, const unsigned char *data,
 }
 
 #ifdef SVB_X86
+/* The full groups of four: one load and one shuffle each (and, for
+ * deltas, prefix sums added to the last value).  Returns where the data of
+ * the partial last group starts; *prev becomes the last value. */
 __attribute__((target("ssse3")))
-static void decode_ssse3(const unsigned char *in, uint32_t *out,
-                         uint32_t count, bool delta, uint32_t prev)
+static const unsigned char *groups_ssse3(const unsigned char *ctrl,
+                                         const unsigned char *data,
+                                         uint32_t *out, uint32_t full,
+                                         const unsigned char (*masks)[16],
+                                         const unsigned char *lens,
+                                         bool delta, uint32_t *prev)
 {
-    const unsigned char *ctrl = in, *data = in + (count + 3) / 4;
-    uint32_t full = count / 4;
-    __m128i last = _mm_set1_epi32((int)prev);
+    __m128i last = _mm_set1_epi32((int)*prev);
     for (uint32_t g = 0; g < full; g++) {
         unsigned c = ctrl[g];
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)data);
         v = _mm_shuffle_epi8(v, _mm_loadu_si128(
-            (const __m128i *)(const void *)shuffle[c]));
-        data += ctrl_bytes[0][c];
+            (const __m128i *)(const void *)masks[c]));
+        data += lens[c];
         if (delta) {          /* prefix sums of the four, plus the last */
             v = _mm_add_epi32(v, _mm_slli_si128(v, 4));
             v = _mm_add_epi32(v, _mm_slli_si128(v, 8));
@@ -662,26 +667,28 @@ static void decode_ssse3(const unsigned char *in, uint32_t *out,
         }
         _mm_storeu_si128((__m128i *)(void *)(out + 4 * (size_t)g), v);
     }
-    decode_tail(ctrl, data, out, full * 4, count, delta,
-                (uint32_t)_mm_cvtsi128_si32(last));
+    *prev = (uint32_t)_mm_cvtsi128_si32(last);
+    return data;
 }
 
-__attribute__((target("ssse3")))
+static void decode_ssse3(const unsigned char *in, uint32_t *out,
+                         uint32_t count, bool delta, uint32_t prev)
+{
+    const unsigned char *data = in + (count + 3) / 4;
+    data = groups_ssse3(in, data, out, count / 4, shuffle, ctrl_bytes[0],
+                        delta, &prev);
+    decode_tail(in, data, out, count / 4 * 4, count, delta, prev);
+}
+
 static void decode0124_ssse3(const unsigned char *in, uint32_t *out,
                              uint32_t count)
 {
-    const unsigned char *ctrl = in, *data = in + (count + 3) / 4;
-    uint32_t full = count / 4;
-    for (uint32_t g = 0; g < full; g++) {
-        unsigned c = ctrl[g];
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)data);
-        v = _mm_shuffle_epi8(v, _mm_loadu_si128(
-            (const __m128i *)(const void *)shuffle0124[c]));
-        data += ctrl_bytes[1][c];
-        _mm_storeu_si128((__m128i *)(void *)(out + 4 * (size_t)g), v);
-    }
-    for (uint32_t i = full * 4; i < count; i++) {
-        unsigned code = (ctrl[i / 4] >> (2 * (i % 4))) & 3;
+    const unsigned char *data = in + (count + 3) / 4;
+    uint32_t prev = 0;
+    data = groups_ssse3(in, data, out, count / 4, shuffle0124, ctrl_bytes[1],
+                        false, &prev);
+    for (uint32_t i = count / 4 * 4; i < count; i++) {
+        unsigned code = (in[i / 4] >> (2 * (i % 4))) & 3;
         out[i] = code ? read_value(data, code == 3 ? 3 : code - 1) : 0;
         data += code == 3 ? 4 : code;
     }
