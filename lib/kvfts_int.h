@@ -18,6 +18,7 @@ struct kvfts_db {
     kv_err err;              /* last failure; kvfts_errmsg() */
     kvfts_batch *batch;      /* the open batch, if any */
     kv_buf old_rec;          /* scratch: old document record */
+    kv_buf doc_rec;          /* scratch: a search's document records */
     kv_lookup_vals old_lv;   /* scratch: lookup values of the old version */
     kv_lookup_vals new_lv;   /* scratch: lookup values of the new version */
     tok_analysis *an;        /* the config's analysis */

@@ -96,7 +96,8 @@ static int search_fn(kv_txn *txn, void *payload, kv_err *err)
     qry_node *plan = NULL;
     qry_hit *hits = NULL;
     size_t nhits = 0;
-    kv_buf tmp = KV_BUF_INIT, rec = KV_BUF_INIT;
+    kv_buf tmp = KV_BUF_INIT;
+    kv_buf *rec = &q->db->doc_rec;   /* kept: big documents fault less */
     kv_free(r->hits);
     r->hits = NULL;
     r->n = r->next = 0;
@@ -157,7 +158,7 @@ static int search_fn(kv_txn *txn, void *payload, kv_err *err)
             continue;
         }
         kv_doc d;
-        rc = kv_doc_get_id(txn, h->docid, &rec, &d, err);
+        rc = kv_doc_get_id(txn, h->docid, rec, &d, err);
         if (rc == KVFTS_ENOTFOUND)
             rc = kv_seterr(err, KVFTS_ECORRUPT, "doc id %u matched the query "
                            "but holds no document", h->docid);
@@ -183,7 +184,6 @@ done:
     kv_free(hits);
     qry_node_free(plan);
     kv_buf_free(&tmp);
-    kv_buf_free(&rec);
     return rc;
 }
 
