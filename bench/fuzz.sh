@@ -12,7 +12,7 @@
 # finding.  Exit status 1 if any target found anything (or failed to run),
 # 0 otherwise.
 #
-# Environment: KVFTS_FUZZ_TARGETS (default "json analyzer query postings"),
+# Environment: KVFTS_FUZZ_TARGETS (default "json analyzer query postings docrec"),
 # KVFTS_FUZZ_BUILD (default build-fuzz), KVFTS_FUZZ_ARGS (more libFuzzer
 # options, e.g. "-max_len=8192").
 #
@@ -23,7 +23,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-600}
-targets=${KVFTS_FUZZ_TARGETS:-json analyzer query postings}
+targets=${KVFTS_FUZZ_TARGETS:-json analyzer query postings docrec}
 build=${KVFTS_FUZZ_BUILD:-build-fuzz}
 jobs=$(nproc 2>/dev/null || echo 2)
 
