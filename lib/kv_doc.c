@@ -234,11 +234,17 @@ static int load_dict(kv_doc_codec *c, kv_txn *txn, bool for_update,
     if (id != c->dict_id || !c->dd || (for_writes && !c->cd)) {
         drop_dict(c);
         c->dd = ZSTD_createDDict(v.data + 1, v.len - 1);
-        if (for_writes)
+        if (for_writes && c->dd)
             c->cd = ZSTD_createCDict(v.data + 1, v.len - 1, ZSTD_LEVEL);
         if (!c->dd || (for_writes && !c->cd)) {
+            /* zstd says NULL for damaged entropy tables and for no memory
+             * alike (its trial load reports both as memory_allocation);
+             * the dictionary's header checked out, so damage it is --
+             * the likelier of the two and the one that needs telling. */
             drop_dict(c);
-            rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "meta::" DICT_KEY ": the "
+                           "document dictionary does not load (corrupt, or "
+                           "out of memory)");
             goto done;
         }
         c->dict_id = id;

@@ -12,6 +12,14 @@
  * under --mode add, a taken unique lookup) is reported as FILE:LINE:COLUMN
  * and either skipped (--skip-bad, counted in the summary) or ends the load
  * after committing everything before it.  The summary is one JSON line.
+ *
+ * --resume continues a load that stopped (killed, disk full, a bad line):
+ * each line is added only if its key is not stored yet, and a stored key is
+ * passed over without a word (counted as "existing").  Since a load commits
+ * whole batches in file order, running the same command again with
+ * --resume stores exactly the lines the first run did not.  It needs keys
+ * that come from the documents (--key, --id-field): --auto keys cannot tell
+ * which lines are stored.
  */
 #include "tool.h"
 
@@ -30,6 +38,7 @@ typedef struct load_opts {
     uint64_t batch;          /* commit every N documents; 0: by memory */
     uint64_t mem_mb;         /* memory bound of a batch */
     bool skip_bad;
+    bool resume;             /* add; a stored key is passed over */
     bool quiet;
 } load_opts;
 
@@ -63,6 +72,7 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
     size_t cap = 0;
     ssize_t n;
     uint64_t lineno = 0, loaded = 0, skipped = 0, bytes = 0, committed = 0;
+    uint64_t existing = 0;
     int code = EXIT_OK;
     double t0 = tool_now();
     const char *fname = o->file;
@@ -84,6 +94,8 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
                                             tlen, line, len);
         if (rc == KVFTS_OK) {
             loaded++;
+        } else if (rc == KVFTS_EEXISTS && o->resume) {
+            existing++;       /* refused before any write: batch intact */
         } else if (doc_refused(rc)) {
             long long pos = kvfts_errpos(db);
             if (pos >= 0)
@@ -133,6 +145,8 @@ out:
            ",\"bytes\":%" PRIu64 ",\"seconds\":%.3f,\"docs_per_s\":%.0f",
            loaded, skipped, lineno, bytes, secs,
            secs > 0 ? (double)loaded / secs : 0.0);
+    if (o->resume)
+        printf(",\"existing\":%" PRIu64, existing);
     /* Commits too big for the cache, made in parts (see --mem). */
     if (parts)
         printf(",\"split_commits\":%zu", parts);
@@ -150,6 +164,7 @@ int cmd_load(int argc, char **argv)
         { "batch", required_argument, NULL, 'b' },
         { "mem", required_argument, NULL, 'M' },
         { "skip-bad", no_argument, NULL, 's' },
+        { "resume", no_argument, NULL, 'r' },
         { "quiet", no_argument, NULL, 'q' },
         { "db", required_argument, NULL, 'd' },
         { NULL, 0, NULL, 0 }
@@ -158,6 +173,7 @@ int cmd_load(int argc, char **argv)
     load_opts o = { .mode = KVFTS_UPSERT, .batch = 0, .mem_mb = 256 };
     char *id_tmpl = NULL;
     int opt, nkey = 0;
+    bool mode_given = false;
     while ((opt = getopt_long(argc, argv, "d:q", opts, NULL)) != -1) {
         switch (opt) {
         case 'd': c.dir = optarg; break;
@@ -175,6 +191,7 @@ int cmd_load(int argc, char **argv)
         }
         case 'a': o.auto_prefix = optarg; nkey++; break;
         case 'm':
+            mode_given = true;
             if (strcmp(optarg, "put") == 0)
                 o.mode = KVFTS_UPSERT;
             else if (strcmp(optarg, "add") == 0)
@@ -204,6 +221,7 @@ int cmd_load(int argc, char **argv)
             }
             break;
         case 's': o.skip_bad = true; break;
+        case 'r': o.resume = true; break;
         case 'q': o.quiet = true; break;
         default:
             free(id_tmpl);
@@ -219,6 +237,15 @@ int cmd_load(int argc, char **argv)
     else if (o.auto_prefix && o.mode != KVFTS_UPSERT)
         code = tool_error(EXIT_USAGE, "load: --auto always adds new "
                           "documents; --mode does not apply");
+    else if (o.resume && o.auto_prefix)
+        code = tool_error(EXIT_USAGE, "load: --resume needs keys from the "
+                          "documents (--key or --id-field): --auto keys "
+                          "cannot tell which lines are stored");
+    else if (o.resume && mode_given && o.mode != KVFTS_INSERT)
+        code = tool_error(EXIT_USAGE, "load: --resume adds the lines whose "
+                          "key is not stored; --mode must be add or absent");
+    if (o.resume)
+        o.mode = KVFTS_INSERT;
     if (code) {
         free(id_tmpl);
         return code;

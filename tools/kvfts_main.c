@@ -58,13 +58,15 @@ static const command commands[] = {
     { "load", cmd_load,
       "kvfts load FILE.jsonl|- [--key TEMPLATE | --id-field PATH | --auto PREFIX]\n"
       "           [--mode put|add|replace] [--mem MB] [--batch N] [--skip-bad]\n"
-      "           [--quiet]\n"
+      "           [--resume] [--quiet]\n"
       "  Bulk-load JSON Lines, one transaction per batch: a batch ends when its\n"
       "  buffers reach --mem MB (default 256) or, if given, after N documents.\n"
       "  --key 'pkg::{package}' builds keys from fields; --id-field id uses\n"
       "  the value of field id as the key; --auto user makes user::<n>.\n"
       "  A bad line stops the load (everything before it is committed) unless\n"
-      "  --skip-bad, which reports and counts it.  Progress on a terminal.\n" },
+      "  --skip-bad, which reports and counts it.  --resume continues a load\n"
+      "  that stopped: lines whose key is stored are passed over (\"existing\").\n"
+      "  Progress on a terminal.\n" },
     { "analyze", cmd_analyze,
       "kvfts analyze [--analyzer NAME | --field PATH] TEXT | kvfts analyze --doc JSON\n"
       "  Print the terms the index would hold, with positions and byte\n"
