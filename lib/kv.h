@@ -211,9 +211,6 @@ int kv_env_sizes(kv_env *env, uint64_t *db_bytes, uint64_t *log_bytes,
 /** Begin a transaction: a write transaction, or a snapshot read (readers
  *  never wait for writers). */
 int kv_txn_begin(kv_txn **out, kv_env *env, bool write, kv_err *err);
-/** A write transaction for a bulk load: new pages are flushed at commit
- *  rather than logged record by record (Berkeley DB's DB_TXN_BULK). */
-int kv_txn_begin_bulk(kv_txn **out, kv_env *env, kv_err *err);
 /** Commit durably; frees the transaction whatever happens. */
 int kv_txn_commit(kv_txn *txn, kv_err *err);
 /** Abort; NULL is a no-op. */

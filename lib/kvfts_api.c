@@ -1088,7 +1088,7 @@ static int batch_txn(kvfts_batch *b, kv_err *err)
 {
     if (b->txn)
         return KVFTS_OK;
-    int rc = kv_txn_begin_bulk(&b->txn, b->db->env, err);
+    int rc = kv_txn_begin(&b->txn, b->db->env, true, err);
     if (!rc)
         rc = api_refresh_config(b->db, b->txn, err);
     return rc;

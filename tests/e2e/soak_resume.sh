@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# e2e.resume -- a keyed load of a real corpus (this machine's Debian
+# soak_resume.sh -- a keyed load of a real corpus (this machine's Debian
 # package catalog, its first 20,000 packages) killed with SIGKILL at random
 # moments until 50 kills have landed in a running load, each time resumed
 # with `kvfts load --resume`: after
@@ -11,6 +11,17 @@
 #
 # Without apt's lists (no Debian catalog can be built) the committed
 # 400-package sample stands in, and the test says so.
+#
+# NOT in ctest yet (named soak_*, not test_*): it finds an open bug.  On
+# tmpfs, about one run in three ends with a database that crash recovery
+# left damaged (postings.db: "corrupt term header", "DB_PAGE_NOTFOUND",
+# "multiple databases specified but not supported by file"; kvfts check
+# reports missing entries), first seen after the documents moved to
+# internal-id keys (commit ecb758f); the code before it passed 11 runs of
+# 11.  It becomes an e2e test (rename to test_resume.sh) with the fix.
+# Run it by hand:
+#   KVFTS_BIN=build/kvfts KVFTS_SOURCE_DIR=$PWD TMPDIR=/dev/shm \
+#       bash tests/e2e/soak_resume.sh
 # KVFTS_E2E_SEED fixes the random kill times (printed on each run).
 . "$(dirname "$0")/lib.sh"
 
@@ -51,13 +62,13 @@ DB="$T_DIR/db"
 expect_exit 0 kv init "$DB"
 export KVFTS_DB="$DB"
 key_of() { sed -n "${1}p" "$T_DIR/keys.txt"; }
-ndocs() { kv stats | sed -n 's/.*"documents":\([0-9]*\).*/\1/p'; }
 
 # The stored documents are exactly lines 1..D, D a whole number of batches.
 verify_prefix() {
     local what=$1 d
-    d=$(ndocs)
-    [ -n "$d" ] || fail "$what: kvfts stats failed"
+    run kv stats
+    [ "$RC" = 0 ] || fail "$what: kvfts stats: exit $RC: $ERR"
+    d=$(json_num documents)
     if [ $((d % BATCH)) != 0 ] && [ "$d" != "$TOTAL" ]; then
         fail "$what: $d documents: not a whole number of $BATCH-line batches"
     fi
