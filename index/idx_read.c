@@ -650,20 +650,8 @@ void idx_lens_cache_free(idx_lens_cache *c)
 
 int idx_lens_cache_sync(idx_lens_cache *c, kv_txn *txn, kv_err *err)
 {
-    kv_buf v = KV_BUF_INIT;
-    uint64_t gen = 0;
-    int rc = kv_get(txn, KV_META, "seq::" IDX_LENS_GEN,
-                    strlen("seq::" IDX_LENS_GEN), &v, false, err);
-    if (rc == KVFTS_ENOTFOUND) {
-        rc = KVFTS_OK;
-    } else if (!rc) {
-        if (v.len != 8)
-            rc = kv_seterr(err, KVFTS_ECORRUPT, "meta::seq::" IDX_LENS_GEN
-                           ": corrupt sequence (%zu bytes)", v.len);
-        else
-            gen = kv_get_be64((const unsigned char *)v.data);
-    }
-    kv_buf_free(&v);
+    uint64_t gen;
+    int rc = kv_seq_get(txn, IDX_LENS_GEN, false, &gen, err);
     if (rc)
         return rc;
     if (!c->synced || gen != c->gen)

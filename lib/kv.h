@@ -365,6 +365,9 @@ int kv_docid_key(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_err *err);
 
 /** Next value of a 64-bit sequence kept in KV_META under @p name (first 1). */
 int kv_seq_next(kv_txn *txn, const char *name, uint64_t *out, kv_err *err);
+/** The last value handed out by sequence @p name (0 if none yet). */
+int kv_seq_get(kv_txn *txn, const char *name, bool for_update, uint64_t *out,
+               kv_err *err);
 /** Reserve @p n values of a sequence at once: *first .. *first + n - 1. */
 int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
                    kv_err *err);

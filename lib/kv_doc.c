@@ -429,13 +429,20 @@ int kv_key_docid(kv_txn *txn, const char *key, size_t klen, uint32_t *out,
     return rc;
 }
 
-int kv_doc_get_id(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_doc *out,
-                  kv_err *err)
+/* The document record of docid, read into buf and decoded. */
+static int doc_read_id(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_doc *out,
+                       bool for_update, kv_err *err)
 {
     unsigned char id[4];
     kv_put_be32(id, docid);
-    int rc = kv_get(txn, KV_DOCS, id, 4, buf, false, err);
+    int rc = kv_get(txn, KV_DOCS, id, 4, buf, for_update, err);
     return rc ? rc : decode_record(txn, buf, buf->len, docid, out, err);
+}
+
+int kv_doc_get_id(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_doc *out,
+                  kv_err *err)
+{
+    return doc_read_id(txn, docid, buf, out, false, err);
 }
 
 int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
@@ -445,15 +452,11 @@ int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
     int rc = kv_key_docid(txn, key, klen, &docid, for_update, err);
     if (rc)
         return rc;
-    unsigned char id[4];
-    kv_put_be32(id, docid);
-    rc = kv_get(txn, KV_DOCS, id, 4, buf, for_update, err);
+    rc = doc_read_id(txn, docid, buf, out, for_update, err);
     if (rc == KVFTS_ENOTFOUND)
         return kv_seterr(err, KVFTS_ECORRUPT,
                          "doc '%.*s': its id %u holds no document", (int)klen,
                          key, docid);
-    if (!rc)
-        rc = decode_record(txn, buf, buf->len, docid, out, err);
     if (!rc && (out->key_len != klen || memcmp(out->key, key, klen) != 0))
         rc = kv_seterr(err, KVFTS_ECORRUPT,
                        "doc '%.*s': its id %u holds the document of '%.*s'",
@@ -589,36 +592,44 @@ int kv_docid_key(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_err *err)
 
 /* ---- sequences --------------------------------------------------------- */
 
-int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
-                   kv_err *err)
+int kv_seq_get(kv_txn *txn, const char *name, bool for_update, uint64_t *out,
+               kv_err *err)
 {
     char key[64];
     int kl = snprintf(key, sizeof key, "seq::%s", name);
     kv_buf v = KV_BUF_INIT;
-    uint64_t last = 0;
-    int rc = kv_get(txn, KV_META, key, (size_t)kl, &v, true, err);
-    if (rc == KVFTS_OK) {
-        if (v.len != 8) {
+    *out = 0;
+    int rc = kv_get(txn, KV_META, key, (size_t)kl, &v, for_update, err);
+    if (rc == KVFTS_ENOTFOUND) {
+        rc = KVFTS_OK;
+    } else if (rc == KVFTS_OK) {
+        if (v.len != 8)
             rc = kv_seterr(err, KVFTS_ECORRUPT,
                            "meta::%s: corrupt sequence (%zu bytes)", key,
                            v.len);
-            goto done;
-        }
-        last = kv_get_be64((const unsigned char *)v.data);
-    } else if (rc != KVFTS_ENOTFOUND) {
-        goto done;
+        else
+            *out = kv_get_be64((const unsigned char *)v.data);
     }
-    if (n == 0 || last > UINT64_MAX - n) {
-        rc = kv_seterr(err, KVFTS_EINVAL, "sequence %s exhausted", name);
-        goto done;
-    }
+    kv_buf_free(&v);
+    return rc;
+}
+
+int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
+                   kv_err *err)
+{
+    uint64_t last;
+    int rc = kv_seq_get(txn, name, true, &last, err);
+    if (rc)
+        return rc;
+    if (n == 0 || last > UINT64_MAX - n)
+        return kv_seterr(err, KVFTS_EINVAL, "sequence %s exhausted", name);
+    char key[64];
+    int kl = snprintf(key, sizeof key, "seq::%s", name);
     unsigned char b[8];
     kv_put_be64(b, last + n);
     rc = kv_put(txn, KV_META, key, (size_t)kl, b, 8, err);
     if (!rc)
         *first = last + 1;
-done:
-    kv_buf_free(&v);
     return rc;
 }
 
