@@ -565,8 +565,8 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
  * pages the transaction allocated are not logged; the pages are flushed at
  * commit): with it, a batch killed mid-transaction could leave a database
  * that Berkeley DB 5.3's recovery crashes on (in __bam_repl_recover) at
- * every open, for good.  e2e.resume, which kills a keyed load 50 times,
- * found it within a few kills on tmpfs. */
+ * every open, for good.  tests/e2e/soak_resume.sh, which kills a keyed
+ * load 50 times, found it within a few kills on tmpfs. */
 
 int kv_txn_commit(kv_txn *t, kv_err *err)
 {
