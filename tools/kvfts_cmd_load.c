@@ -78,7 +78,16 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
     const char *fname = o->file;
     size_t tlen = o->key_template ? strlen(o->key_template) : 0;
     size_t plen = o->auto_prefix ? strlen(o->auto_prefix) : 0;
+    bool interrupted = false;
     while ((n = getline(&line, &cap, in)) != -1) {
+        /* Ctrl-C or kill: commit the lines read so far, whole, and stop. */
+        if (tool_interrupted()) {
+            interrupted = true;
+            code = tool_error(EXIT_ERR, "load: interrupted at %s:%" PRIu64
+                              ": the lines before it are committed; "
+                              "'--resume' goes on", fname, lineno + 1);
+            break;
+        }
         lineno++;
         bytes += (uint64_t)n;
         size_t len = (size_t)n;
@@ -150,7 +159,8 @@ out:
     /* Commits too big for the cache, made in parts (see --mem). */
     if (parts)
         printf(",\"split_commits\":%zu", parts);
-    printf("%s}\n", code ? ",\"stopped\":true" : "");
+    printf("%s%s}\n", interrupted ? ",\"interrupted\":true" : "",
+           code ? ",\"stopped\":true" : "");
     return code;
 }
 

@@ -76,13 +76,16 @@ static const command commands[] = {
     { "search", cmd_search,
       "kvfts search QUERY [--limit N] [--offset N] [--count] [--keys]\n"
       "             [--sort score|key] [--format json|table]\n"
+      "kvfts search --query-file FILE|- [...]\n"
       "  Find documents: 'quick fox' (both), 'a OR b', '-dog' / 'NOT dog',\n"
       "  '\"a phrase\"', 'qui*' (prefix), 'field:term', 'field:(a OR b)',\n"
       "  parentheses; NOT binds tighter than AND, AND than OR.  Prints\n"
       "  {\"key\":K,\"score\":S,\"doc\":{..}} per hit by BM25 rank (--keys: no\n"
       "  doc; --sort key: by key), then {\"total\":N}; --count prints\n"
       "  {\"count\":N}.  --limit defaults to 10 (0: all).  Exit 3 when\n"
-      "  nothing matches, 2 for a bad query.\n" },
+      "  nothing matches, 2 for a bad query.  A query has at most 10,000\n"
+      "  words and 256 KiB (--query-file reads a long one); a prefix may\n"
+      "  expand to 1,000 terms.\n" },
     { "term", cmd_term,
       "kvfts term FIELD TERM [--limit N]\n"
       "  Print the index entry fts::FIELD::TERM as {\"count\":N,\"refs\":[...]}:\n"
@@ -185,7 +188,15 @@ int main(int argc, char **argv)
                 return EXIT_OK;
             }
         }
-        return commands[c].run(argc - i, argv + i);
+        /* bench runs other programs, which would inherit the mask: it
+         * keeps the default behaviour (its databases are its own). */
+        bool hold = strcmp(name, "bench") != 0;
+        if (hold)
+            tool_signals_hold();
+        int code = commands[c].run(argc - i, argv + i);
+        if (hold)
+            tool_signals_release();
+        return code;
     }
     return tool_error(EXIT_USAGE, "unknown command '%s' (see kvfts --help)",
                       name);

@@ -8,11 +8,54 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* ---- signals (see tool.h) ------------------------------------------------ */
+
+static sigset_t held;
+static bool broken_pipe;
+
+void tool_signals_hold(void)
+{
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGTERM);
+    sigaddset(&held, SIGHUP);
+    sigaddset(&held, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &held, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+bool tool_interrupted(void)
+{
+    sigset_t p;
+    if (sigpending(&p) != 0)
+        return false;
+    return sigismember(&p, SIGINT) == 1 || sigismember(&p, SIGTERM) == 1 ||
+           sigismember(&p, SIGHUP) == 1 || sigismember(&p, SIGQUIT) == 1;
+}
+
+int tool_broken_pipe(void)
+{
+    broken_pipe = true;
+    return EXIT_ERR;
+}
+
+void tool_signals_release(void)
+{
+    fflush(stdout);
+    fflush(stderr);
+    sigprocmask(SIG_UNBLOCK, &held, NULL);
+    if (broken_pipe) {
+        signal(SIGPIPE, SIG_DFL);
+        raise(SIGPIPE);
+    }
+}
 
 int tool_exit_code(int status)
 {

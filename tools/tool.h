@@ -73,6 +73,23 @@ typedef struct tool_progress {
     uint64_t total_bytes;/* 0 if unknown (a pipe) */
 } tool_progress;
 
+/* Signals that end a process (Ctrl-C, kill, a closed terminal, a closed
+ * pipe) are held while a command runs: a process that dies with the
+ * database open counts as crashed, and the next process to open it runs
+ * recovery, which fails every other process using it (a load in another
+ * terminal, say).  tool_signals_hold() blocks SIGINT, SIGTERM, SIGHUP and
+ * SIGQUIT and ignores SIGPIPE (output to a closed pipe fails instead);
+ * long commands poll tool_interrupted() and stop at a safe point;
+ * tool_signals_release(), once the database is closed, lets a held signal
+ * end the process as it would have. */
+void tool_signals_hold(void);
+bool tool_interrupted(void);
+void tool_signals_release(void);
+/* Output went to a closed pipe: say nothing, and let
+ * tool_signals_release() end the process by SIGPIPE, as without kvfts's
+ * holding it.  Returns EXIT_ERR. */
+int tool_broken_pipe(void);
+
 double tool_now(void);
 void tool_progress_init(tool_progress *p, bool enabled, uint64_t total_bytes);
 void tool_progress_update(tool_progress *p, uint64_t docs, uint64_t bytes,
