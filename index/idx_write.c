@@ -403,6 +403,12 @@ int idx_doc_prepare(idx_writer *w, const char *old_json, size_t old_len,
     rc = dterms_build(&w->neu, w->a, new_json, new_len,
                       old_json || !w->buffering, err);
     tok_analysis_stats(w->a, &after);
+    if (rc == KVFTS_OK && w->neu.keys.n > IDX_MAX_DOC_ENTRIES)
+        return kv_seterr(err, KVFTS_EINVAL,
+                         "document has %u index entries (distinct terms of "
+                         "each field and of _all), more than the "
+                         KVFTS_STR(IDX_MAX_DOC_ENTRIES) " one document may "
+                         "have", w->neu.keys.n);
     w->skipped += after.too_long - before.too_long;
     return rc;
 }

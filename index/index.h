@@ -38,6 +38,12 @@
 
 /** Documents per postings block at most. */
 #define IDX_BLOCK_DOCS 128
+/** Most index entries (distinct terms of each field, _all included) one
+ *  document may have: a write that changes more entries than the cache
+ *  holds pages fails in Berkeley DB (out of cache), and deleting a document
+ *  with a million distinct terms did; 200,000 entries is 100,000 distinct
+ *  words, more than any natural text (a dictionary's headwords). */
+#define IDX_MAX_DOC_ENTRIES 200000
 
 /* ------------------------------------------------------------------------ */
 /* Writing (idx_write.c)                                                     */

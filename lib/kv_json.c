@@ -8,8 +8,9 @@
  *  - exactly one JSON value, an object, with no trailing bytes but white space;
  *  - strings and object keys are strict UTF-8 after unescaping (YAJL checks
  *    the byte structure only, so we re-check: overlong forms, surrogates and
- *    code points past U+10FFFF are refused; an escaped lone surrogate is
- *    turned into '?' by YAJL and so never reaches storage);
+ *    code points past U+10FFFF are refused; so is an escaped high surrogate
+ *    not followed by an escaped low one, which YAJL would silently turn into
+ *    '?' or into an unrelated code point: see lone_surrogate());
  *  - at most KVFTS_MAX_DOC bytes and KVFTS_MAX_DEPTH levels of nesting.
  *
  * Compact form: no white space between tokens; strings re-escaped minimally
@@ -261,6 +262,44 @@ static bool all_space(const char *s, size_t n)
     return true;
 }
 
+static unsigned hex4(const char *s)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        v = v * 16 + (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
+/* Offset of the first "\uD800".."\uDBFF" escape not followed by a
+ * "\uDC00".."\uDFFF" escape, or len if none.  YAJL 2.1 decodes such an
+ * escape to '?' (or, before any "\uXXXX", to a made-up code point), so a
+ * stored document would differ from the one given.  Only for text YAJL
+ * accepted: backslashes then occur only in strings, each starting an escape,
+ * and "\u" is followed by four hex digits.  (A lone low surrogate decodes
+ * to invalid UTF-8, which on_string() refuses.) */
+static size_t lone_surrogate(const char *json, size_t len)
+{
+    const char *p = json, *end = json + len;
+    while ((p = memchr(p, '\\', (size_t)(end - p))) != NULL && end - p >= 2) {
+        if (p[1] != 'u' || end - p < 6) {
+            p += 2;
+            continue;
+        }
+        unsigned cp = hex4(p + 2);
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (end - p < 12 || p[6] != '\\' || p[7] != 'u' ||
+                hex4(p + 8) < 0xDC00 || hex4(p + 8) > 0xDFFF)
+                return (size_t)(p - json);
+            p += 12;
+        } else {
+            p += 6;
+        }
+    }
+    return len;
+}
+
 /* Copy YAJL's short error text ("parse error: ...\n") into err. */
 static void yajl_reason(walk *w, const char *json, size_t len, bool at_end)
 {
@@ -309,6 +348,13 @@ int kv_json_walk(const char *json, size_t len, kv_buf *compact,
         st = yajl_complete_parse(w.h);
     }
     int rc = KVFTS_OK;
+    size_t at;
+    if (st == yajl_status_ok && (at = lone_surrogate(json, len)) < len) {
+        err->pos = (long long)at;
+        rc = kv_seterr(err, KVFTS_EINVAL, "invalid JSON at byte %zu: "
+                       "\\u%.4s is half of a surrogate pair", at,
+                       json + at + 2);
+    }
     if (st != yajl_status_ok) {
         if (w.rc)
             rc = w.rc;      /* our own callback stopped the walk */

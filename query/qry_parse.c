@@ -505,6 +505,9 @@ static int parse_primary(parser *p, const char *field, size_t flen, int depth,
         p->at++;
         if (peek(p)->type == T_RPAREN)
             return perr(p, at, "empty parentheses%s", "");
+        /* "(" at the end: name the parenthesis, not an "empty query". */
+        if (peek(p)->type == T_EOF)
+            return perr(p, at, "unbalanced '%s'", "(");
         int rc = parse_or(p, field, flen, depth + 1, out);
         if (rc)
             return rc;
@@ -743,6 +746,11 @@ int qry_parse(qry_node **out, tok_analysis *a, const char *q, size_t len,
                   "%s", "NUL byte");
     if (!rc)
         rc = lex(&p);
+    for (size_t i = 0, words = 0; !rc && i < p.ntoks; i++)
+        if ((p.toks[i].type == T_WORD || p.toks[i].type == T_PHRASE) &&
+            ++words > QRY_MAX_TERMS)
+            rc = perr(&p, p.toks[i].pos, "more than %s terms",
+                      KVFTS_STR(QRY_MAX_TERMS));
     if (!rc && p.toks[0].type == T_EOF)
         rc = perr(&p, 0, "empty query%s", "");
     if (!rc)

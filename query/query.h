@@ -35,7 +35,9 @@
 /** Deepest nesting of parentheses. */
 #define QRY_MAX_DEPTH 64
 /** Longest query text, in bytes. */
-#define QRY_MAX_QUERY 65536
+#define QRY_MAX_QUERY 262144
+/** Most words and phrases in one query (a 10,000-term OR is answered). */
+#define QRY_MAX_TERMS 10000
 
 /** BM25 parameters. */
 #define QRY_BM25_K1 1.2

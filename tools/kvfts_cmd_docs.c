@@ -52,20 +52,24 @@ int cmd_init(int argc, char **argv)
         c.dir = argv[optind++];
     if (optind != argc)
         return too_many("init");
-    kvfts_db *db;
-    int code = tool_open(&db, &c, true, false);
+    /* Read the config before creating anything: a missing or unreadable
+     * file must not leave a new database behind. */
+    char *text = NULL;
+    size_t len = 0;
+    int code = config ? tool_read_file(&text, &len, config) : EXIT_OK;
     if (code)
         return code;
+    kvfts_db *db;
+    code = tool_open(&db, &c, true, false);
+    if (code) {
+        free(text);
+        return code;
+    }
     if (config) {
-        char *text;
-        size_t len;
-        code = tool_read_file(&text, &len, config);
-        if (!code) {
-            int rc = kvfts_set_config(db, text, len);
-            if (rc)
-                code = tool_fail(db, rc, config);
-            free(text);
-        }
+        int rc = kvfts_set_config(db, text, len);
+        if (rc)
+            code = tool_fail(db, rc, config);
+        free(text);
     }
     if (!code) {
         fputs("{\"ok\":true,\"db\":", stdout);

@@ -20,6 +20,7 @@
  */
 #include "tool.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -181,12 +182,14 @@ int cmd_search(int argc, char **argv)
         { "keys", no_argument, NULL, 'k' },
         { "format", required_argument, NULL, 'f' },
         { "sort", required_argument, NULL, 's' },
+        { "query-file", required_argument, NULL, 'q' },
         { "db", required_argument, NULL, 'd' },
         { NULL, 0, NULL, 0 }
     };
     tool_common c = { NULL };
     kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
     bool table = false;
+    const char *qfile = NULL;
     uint64_t u;
     int o;
     /* A query may start with '-' ("-cat fox"): an argument with one leading
@@ -233,6 +236,9 @@ int cmd_search(int argc, char **argv)
         case 'k':
             so.keys_only = true;
             break;
+        case 'q':
+            qfile = optarg;
+            break;
         case 'f':
             if (strcmp(optarg, "json") && strcmp(optarg, "table"))
                 return tool_error(EXIT_USAGE, "search: --format is json or "
@@ -250,18 +256,35 @@ int cmd_search(int argc, char **argv)
             return tool_bad_option("search", argv);
         }
     }
-    if (argc - optind != !neg_query)
-        return tool_error(EXIT_USAGE, "search: give one QUERY (quote it)");
-    const char *q = neg_query ? neg_query : argv[optind];
+    if (argc - optind != (!neg_query && !qfile))
+        return tool_error(EXIT_USAGE, "search: give one QUERY (quote it), "
+                          "or --query-file FILE");
+    /* A query too long for a command line (Linux takes 128 KiB a word)
+     * comes from a file or stdin ("-"), with its final newline dropped. */
+    char *qbuf = NULL;
+    size_t qlen = 0;
+    if (qfile) {
+        int code = tool_read_file(&qbuf, &qlen, qfile);
+        if (code)
+            return code;
+        while (qlen && (qbuf[qlen - 1] == '\n' || qbuf[qlen - 1] == '\r'))
+            qbuf[--qlen] = '\0';
+    }
+    const char *q = qbuf ? qbuf : neg_query ? neg_query : argv[optind];
+    if (!qbuf)
+        qlen = strlen(q);
     kvfts_db *db;
     int code = tool_open(&db, &c, false, true);
-    if (code)
+    if (code) {
+        free(qbuf);
         return code;
+    }
     kvfts_results *r = NULL;
-    int rc = kvfts_search(&r, db, q, strlen(q), &so);
+    int rc = kvfts_search(&r, db, q, qlen, &so);
     if (rc) {
         code = tool_fail(db, rc, "search");
         kvfts_close(db);
+        free(qbuf);
         return code;
     }
     uint64_t total = kvfts_results_total(r);
@@ -306,8 +329,11 @@ int cmd_search(int argc, char **argv)
             code = EXIT_NOTFOUND;
     }
     if (fflush(stdout) != 0 && !code)
-        code = tool_error(EXIT_ERR, "search: writing the output failed");
+        code = errno == EPIPE ? tool_broken_pipe()
+                              : tool_error(EXIT_ERR, "search: writing the "
+                                           "output failed");
     kvfts_results_free(r);
     kvfts_close(db);
+    free(qbuf);
     return code;
 }

@@ -221,3 +221,22 @@ new_db() {
 
 # Milliseconds since the epoch (for timing messages only).
 now_ms() { date +%s%3N; }
+
+# as_unprivileged WHAT: set as_user to the command prefix that runs a
+# program as an unprivileged user (empty when not root: we are one; as
+# root, setpriv to nobody, since root ignores permission bits), or to
+# (skip) -- saying that WHAT is skipped -- when no user can be switched to.
+as_unprivileged() {
+    as_user=()
+    [ "$(id -u)" = 0 ] || return 0
+    if command -v setpriv >/dev/null &&
+        setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null &&
+        setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$KVFTS_BIN"
+    then
+        as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    else
+        echo "$T_NAME: SKIPPED $1: running as root and cannot switch to an" \
+            "unprivileged user" >&2
+        as_user=(skip)
+    fi
+}

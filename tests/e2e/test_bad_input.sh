@@ -128,19 +128,7 @@ expect_error 2 "$T_DIR/plainfile" kv init "$T_DIR/plainfile"
 # same setup (chmod 755) shows that the failure comes from the permissions.
 # If no unprivileged user can be switched to, this part is skipped (and
 # says so) rather than faked.
-as_user=()
-if [ "$(id -u)" = 0 ]; then
-    if command -v setpriv >/dev/null &&
-        setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null &&
-        setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$KVFTS_BIN"
-    then
-        as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-    else
-        echo "$T_NAME: SKIPPED unwritable-directory checks: running as" \
-            "root and cannot switch to an unprivileged user" >&2
-        as_user=(skip)
-    fi
-fi
+as_unprivileged "unwritable-directory checks"
 if [ "${as_user[0]-}" != skip ]; then
     RO="$T_DIR/ro"
     mkdir "$RO"
