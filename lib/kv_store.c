@@ -75,6 +75,7 @@ typedef struct shared_env {
     ino_t ino;
     int refs;                    /* kv_env handles using it */
     uint64_t cache;              /* the environment's cache, bytes */
+    bool wrote;                  /* a write committed: checkpoint at close */
     struct shared_env *next;
     char bdb_msg[256];           /* last message Berkeley DB printed */
     char corrupt_msg[256];       /* first message about a damaged page */
@@ -313,10 +314,27 @@ static int open_space(shared_env *sh, kv_space s, bool create,
     if (spaces[s].pagesize)
         db->set_pagesize(db, spaces[s].pagesize);
     /* meta.db's presence was checked before (kv_env_open), so a missing file
-     * here is a space added by a newer kvfts: create it. */
+     * here is a space added by a newer kvfts: create it.  An existing file
+     * is opened inside a snapshot transaction: opening reads the B-tree's
+     * root page, and under an ordinary lock that waits for any writer
+     * holding it (a load's batch splitting the root holds it until it
+     * commits), so a new reader would wait for a whole batch. */
     (void)create;
-    u_int32_t flags = DB_AUTO_COMMIT | DB_MULTIVERSION | DB_THREAD | DB_CREATE;
-    ret = db->open(db, NULL, spaces[s].file, NULL, DB_BTREE, flags, 0644);
+    char path[4096];
+    struct stat st;
+    DB_TXN *snap = NULL;
+    int n = snprintf(path, sizeof path, "%s/%s", dir, spaces[s].file);
+    if (n > 0 && (size_t)n < sizeof path && stat(path, &st) == 0 &&
+        sh->env->txn_begin(sh->env, NULL, &snap, DB_TXN_SNAPSHOT) != 0)
+        snap = NULL;
+    u_int32_t flags = DB_MULTIVERSION | DB_THREAD | DB_CREATE |
+                      (snap ? 0 : DB_AUTO_COMMIT);
+    ret = db->open(db, snap, spaces[s].file, NULL, DB_BTREE, flags, 0644);
+    if (snap) {
+        int cret = ret ? snap->abort(snap) : snap->commit(snap, 0);
+        if (!ret)
+            ret = cret;
+    }
     if (ret) {
         db->close(db, 0);
         if (ret == ENOENT)
@@ -372,15 +390,20 @@ static void shared_close(shared_env *sh)
 {
     if (!sh)
         return;
-    if (sh->env && sh->db[KV_META]) {
+    /* Only a process that wrote checkpoints when it closes: a checkpoint
+     * flushes every dirty page of the shared cache, a writer's too, and a
+     * reader closing during a load would wait for the load's pages. */
+    if (sh->env && sh->db[KV_META] && sh->wrote) {
         sh->env->txn_checkpoint(sh->env, 0, 0, 0);
         char **list = NULL;
         if (sh->env->log_archive(sh->env, &list, DB_ARCH_REMOVE) == 0 && list)
             free(list);     /* Berkeley DB allocated it with malloc */
     }
+    /* Nor does a reader flush a database as it closes it (DB_NOSYNC: the
+     * log, not the files, makes commits durable). */
     for (int s = 0; s < KV_NSPACES; s++)
         if (sh->db[s])
-            sh->db[s]->close(sh->db[s], 0);
+            sh->db[s]->close(sh->db[s], sh->wrote ? 0 : DB_NOSYNC);
     if (sh->env)
         sh->env->close(sh->env, 0);
     kv_free(sh);
@@ -684,6 +707,7 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
     if (ret)
         return bdb_err(e, ret, err, "commit");
     if (write) {
+        e->sh->wrote = true;
         /* Cheap unless CHECKPOINT_KB of log were written since the last. */
         ret = e->env->txn_checkpoint(e->env, CHECKPOINT_KB, 0, 0);
         if (ret)
