@@ -57,6 +57,15 @@ static bool doc_refused(int rc)
            rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
 }
 
+/* Ctrl-C or kill: the lines read so far are committed (below), then the
+ * load stops. */
+static int interrupted_at(const char *fname, uint64_t lineno)
+{
+    return tool_error(EXIT_ERR, "load: interrupted at %s:%" PRIu64 ": the "
+                      "lines before it are committed; '--resume' goes on",
+                      fname, lineno);
+}
+
 static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
                     uint64_t total_bytes)
 {
@@ -80,12 +89,9 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
     size_t plen = o->auto_prefix ? strlen(o->auto_prefix) : 0;
     bool interrupted = false;
     while ((n = getline(&line, &cap, in)) != -1) {
-        /* Ctrl-C or kill: commit the lines read so far, whole, and stop. */
         if (tool_interrupted()) {
             interrupted = true;
-            code = tool_error(EXIT_ERR, "load: interrupted at %s:%" PRIu64
-                              ": the lines before it are committed; "
-                              "'--resume' goes on", fname, lineno + 1);
+            code = interrupted_at(fname, lineno + 1);
             break;
         }
         lineno++;
@@ -135,6 +141,10 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
             committed = loaded;
         }
         tool_progress_update(&prog, loaded, bytes, false);
+    }
+    if (!code && tool_interrupted()) {     /* during the last line */
+        interrupted = true;
+        code = interrupted_at(fname, lineno + 1);
     }
     if (ferror(in) && !code)
         code = tool_error(EXIT_ERR, "load: %s: read error", fname);

@@ -113,14 +113,17 @@ static const command commands[] = {
       "kvfts bench --corpus NAME [--docs N] [--vs fts5|none] [--runs N] [--mem MB]\n"
       "            [--work DIR] [--out DIR] [--data DIR] [--keep] [--bench-dir DIR]\n"
       "            [--spec FILE] [--queries FILE] [--corpus-file FILE]\n"
+      "            [--readers N]\n"
       "kvfts bench --growth [--sizes 10000,100000,1000000,5000000] [...]\n"
       "  Benchmark kvfts against SQLite FTS5 on a corpus of bench/corpora/\n"
       "  (debian, gcide, linuxdoc, synthetic), in one run: load docs/s and MB/s,\n"
       "  index size, peak load RSS, and per query class the median and p99 of\n"
       "  top-10 and count, and whether both return the same match sets.  Prints\n"
       "  a table with the targets; writes OUT/NAME.json and OUT/NAME.svg.\n"
-      "  --growth: the synthetic corpus at each size.  Runs kvfts-bench (built\n"
-      "  with libsqlite3-dev); 'kvfts-bench --help' tells more.\n" },
+      "  --readers N: then N processes search, idle and while the corpus is\n"
+      "  loaded again; their median and p99 latency during the load next to\n"
+      "  idle.  --growth: the synthetic corpus at each size.  Runs kvfts-bench\n"
+      "  (built with libsqlite3-dev); 'kvfts-bench --help' tells more.\n" },
     { "debian-catalog", cmd_debian_catalog,
       "kvfts debian-catalog [FILE|-]\n"
       "  Turn 'apt-cache dumpavail' output into JSON Lines with fields\n"

@@ -17,27 +17,55 @@
 
 /* ---- signals (see tool.h) ------------------------------------------------ */
 
-static sigset_t held;
+/* The first signal is noted, to be acted on at a safe point; another one
+ * a second or more later ends the process at once (a command stuck
+ * waiting, for a lock say, can still be stopped; the database then
+ * recovers as after a crash).  Not sooner: timeout(1) and a shell's
+ * process group can deliver one signal twice. */
+static volatile sig_atomic_t got_signal;
+static volatile sig_atomic_t got_at;        /* CLOCK_MONOTONIC seconds */
 static bool broken_pipe;
+
+static void on_signal(int sig)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);     /* async-signal-safe */
+    if (got_signal) {
+        if (ts.tv_sec - got_at >= 1) {
+            signal(sig, SIG_DFL);
+            raise(sig);
+        }
+        return;
+    }
+    got_at = (sig_atomic_t)ts.tv_sec;
+    got_signal = sig;
+}
 
 void tool_signals_hold(void)
 {
-    sigemptyset(&held);
-    sigaddset(&held, SIGINT);
-    sigaddset(&held, SIGTERM);
-    sigaddset(&held, SIGHUP);
-    sigaddset(&held, SIGQUIT);
-    sigprocmask(SIG_BLOCK, &held, NULL);
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    /* SA_RESTART: Berkeley DB's system calls are not all ready for EINTR;
+     * so a read blocked on a pipe or terminal also waits for its line
+     * (a second signal, a second later, ends it). */
+    sa.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        /* A signal ignored when we started (a background job's SIGINT)
+         * stays ignored. */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
     signal(SIGPIPE, SIG_IGN);
 }
 
 bool tool_interrupted(void)
 {
-    sigset_t p;
-    if (sigpending(&p) != 0)
-        return false;
-    return sigismember(&p, SIGINT) == 1 || sigismember(&p, SIGTERM) == 1 ||
-           sigismember(&p, SIGHUP) == 1 || sigismember(&p, SIGQUIT) == 1;
+    return got_signal != 0;
 }
 
 int tool_broken_pipe(void)
@@ -50,10 +78,10 @@ void tool_signals_release(void)
 {
     fflush(stdout);
     fflush(stderr);
-    sigprocmask(SIG_UNBLOCK, &held, NULL);
-    if (broken_pipe) {
-        signal(SIGPIPE, SIG_DFL);
-        raise(SIGPIPE);
+    int sig = got_signal ? got_signal : broken_pipe ? SIGPIPE : 0;
+    if (sig) {
+        signal(sig, SIG_DFL);
+        raise(sig);
     }
 }
 

@@ -74,14 +74,15 @@ typedef struct tool_progress {
 } tool_progress;
 
 /* Signals that end a process (Ctrl-C, kill, a closed terminal, a closed
- * pipe) are held while a command runs: a process that dies with the
+ * pipe) are caught while a command runs: a process that dies with the
  * database open counts as crashed, and the next process to open it runs
  * recovery, which fails every other process using it (a load in another
- * terminal, say).  tool_signals_hold() blocks SIGINT, SIGTERM, SIGHUP and
- * SIGQUIT and ignores SIGPIPE (output to a closed pipe fails instead);
- * long commands poll tool_interrupted() and stop at a safe point;
- * tool_signals_release(), once the database is closed, lets a held signal
- * end the process as it would have. */
+ * terminal, say).  tool_signals_hold() notes SIGINT, SIGTERM, SIGHUP and
+ * SIGQUIT (a second one ends the process at once) and ignores SIGPIPE
+ * (output to a closed pipe fails instead); long commands poll
+ * tool_interrupted() and stop at a safe point; tool_signals_release(),
+ * once the database is closed, ends the process by the signal noted, as it
+ * would have ended. */
 void tool_signals_hold(void);
 bool tool_interrupted(void);
 void tool_signals_release(void);
