@@ -12,6 +12,7 @@
  *   bench_load.c    the loads: kvfts (the real command, fork+exec) and FTS5
  *                   (this binary), each measured in a clean child; sizes
  *   bench_run.c     timed queries on both engines and match-set agreement
+ *   bench_readers.c --readers N: searching processes idle and during a load
  *   bench_report.c  figures and targets, the tables and JSON
  *   bench_chart.c   the SVG charts (gnuplot)
  *   bench_util.c    messages, allocation, paths, formatting
@@ -47,6 +48,7 @@ extern const char *const bench_class_names[NCLASS];
 enum { M_KV_TOP, M_FTS_TOP, M_KV_COUNT, M_FTS_COUNT, NMODE };
 
 #define BENCH_MAX_SIZES 16
+#define BENCH_MAX_READERS 64
 
 /* ---- interface to bench_util.c ------------------------------------------ */
 
@@ -195,11 +197,18 @@ int bench_corpus_scan(bench_corpus *c, const bench_spec *s);
 /** kvfts init WORK/kvfts [--config] + kvfts load, measured. */
 int bench_load_kvfts(bench_load *l, const bench_env *e, const bench_spec *s,
                      const bench_corpus *c);
+/** kvfts load of the corpus again into the loaded WORK/kvfts, with the
+ *  key template @p key, committing every @p batch documents (0: by
+ *  --mem, as the first load), measured (the --readers phase). */
+int bench_reload_kvfts(bench_load *l, const bench_env *e, const char *key,
+                       uint64_t batch, const bench_corpus *c);
 /** FTS5 into WORK/fts5.db, measured (runs `kvfts-bench --internal-fts5`). */
 int bench_load_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
                     const bench_corpus *c);
 /** Remove the databases of WORK (nothing else in it). */
 void bench_work_clean(const char *work);
+/** Remove WORK/kvfts only. */
+void bench_kvfts_clean(const char *work);
 /** The internal modes: --internal-measure and --internal-fts5. */
 int bench_internal(int argc, char **argv);
 
@@ -223,6 +232,41 @@ typedef struct bench_run_opts {
  *  (terms, postings, documents) into kv / fts. */
 int bench_run(bench_queries *qs, bench_class_stats cls[NCLASS],
               bench_load *kv, bench_load *fts, const bench_run_opts *o);
+
+/* ---- interface to bench_readers.c --------------------------------------- */
+
+/* What the readers measured in one phase. */
+typedef struct bench_reader_phase {
+    double secs;          /* wall clock of the phase */
+    uint64_t queries;     /* timed searches, all readers */
+    uint64_t errors;      /* failed searches */
+    uint64_t dropped;     /* searches done but not kept (sample space) */
+    double qps;           /* searches per second, all readers */
+    double med, p99, max; /* latency of one search, ms; NAN if none */
+    char first_error[256];/* the first failure's message, or "" */
+} bench_reader_phase;
+
+typedef struct bench_readers {
+    int n;                /* reader processes; 0: no readers phase */
+    uint64_t batch;       /* the reloads' --batch; 0: by --mem */
+    unsigned cache_mb;    /* Berkeley DB cache of the phase's database */
+    bool done;
+    double idle_target;   /* seconds the idle phase was to last */
+    bench_reader_phase idle, load;
+    bench_load first;     /* the fresh load (as the benchmark's) */
+    bench_load alone;     /* reload 1, no readers */
+    bench_load reload;    /* reload 2, with the readers */
+    char key_alone[300];  /* their key templates, "reloadN::<spec key>" */
+    char key_reload[300];
+} bench_readers;
+
+/** The --readers phase, in a new WORK/kvfts made with a cache of
+ *  rd->cache_mb: load the corpus, load it again under other keys (alone),
+ *  run rd->n readers idle, then while the corpus is loaded a third time.
+ *  Errors of searches are counted in rd, not failures of the run. */
+int bench_readers_run(bench_readers *rd, const bench_env *e,
+                      const bench_spec *s, const bench_corpus *c,
+                      const bench_queries *qs);
 
 /* ---- interface to bench_report.c ---------------------------------------- */
 
@@ -258,6 +302,7 @@ typedef struct bench_result {
     uint64_t agree_matches;          /* matches of the compared queries */
     size_t count_n, count_equal;     /* queries whose counts were compared /
                                         equal (the growth run's check) */
+    bench_readers readers;           /* --readers (readers.n 0: none) */
 } bench_result;
 
 /* The growth run: one result per size. */

@@ -271,22 +271,32 @@ static uint64_t loaded_docs(const char *file)
     return p ? strtoull(p + 9, NULL, 10) : 0;
 }
 
-int bench_load_kvfts(bench_load *l, const bench_env *e, const bench_spec *s,
-                     const bench_corpus *c)
+/* kvfts load of the corpus into @p dir with key template @p key, measured
+ * (committing every @p batch documents, or by --mem when 0); then what is
+ * on disk. */
+static int load_measured(bench_load *l, const bench_env *e, const char *dir,
+                         const char *key, uint64_t batch,
+                         const bench_corpus *c)
 {
-    memset(l, 0, sizeof *l);
-    char *dir = bench_path(e->work, "kvfts");
     char *out = bench_path(e->work, "kvfts-load.json");
-    int code = kvfts_init(e, s, dir);
-    char mem[32];
+    char mem[32], nb[32];
     snprintf(mem, sizeof mem, "%u", e->mem_mb);
+    snprintf(nb, sizeof nb, "%" PRIu64, batch);
+    char *argv[] = { (char *)e->kvfts, "-d", (char *)dir, "load", c->path,
+                     "--key", (char *)key, "--mem", mem, NULL, NULL, NULL,
+                     NULL };
+    size_t argc = 9;
+    if (batch) {
+        argv[argc++] = "--batch";
+        argv[argc++] = nb;
+    }
     /* --quiet off a terminal; on one, the load shows its progress line. */
-    char *argv[] = { (char *)e->kvfts, "-d", dir, "load", c->path, "--key",
-                     s->key.text, "--mem", mem, "--quiet", NULL };
-    size_t argc = bench_tty() ? 9 : 10;
+    if (!bench_tty())
+        argv[argc++] = "--quiet";
     argv[argc] = NULL;
-    int st = code ? 0 : run_measured(l, e, argv, argc, out, "kvfts load");
-    if (!code && st != 0)
+    int code = 0;
+    int st = run_measured(l, e, argv, argc, out, "kvfts load");
+    if (st != 0)
         code = bench_fail(BENCH_ERR, "kvfts load %s: %s", c->path,
                           st < 0 ? "did not run" : "failed (see above)");
     if (!code) {
@@ -294,8 +304,29 @@ int bench_load_kvfts(bench_load *l, const bench_env *e, const bench_spec *s,
         code = dir_sizes(l, dir);
         l->done = code == 0;
     }
-    free(dir);
     free(out);
+    return code;
+}
+
+int bench_load_kvfts(bench_load *l, const bench_env *e, const bench_spec *s,
+                     const bench_corpus *c)
+{
+    memset(l, 0, sizeof *l);
+    char *dir = bench_path(e->work, "kvfts");
+    int code = kvfts_init(e, s, dir);
+    if (!code)
+        code = load_measured(l, e, dir, s->key.text, 0, c);
+    free(dir);
+    return code;
+}
+
+int bench_reload_kvfts(bench_load *l, const bench_env *e, const char *key,
+                       uint64_t batch, const bench_corpus *c)
+{
+    memset(l, 0, sizeof *l);
+    char *dir = bench_path(e->work, "kvfts");
+    int code = load_measured(l, e, dir, key, batch, c);
+    free(dir);
     return code;
 }
 
@@ -494,6 +525,13 @@ static int rm_entry(const char *path, const struct stat *sb, int type,
     (void)ftw;
     remove(path);
     return 0;
+}
+
+void bench_kvfts_clean(const char *work)
+{
+    char *dir = bench_path(work, "kvfts");
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
 }
 
 void bench_work_clean(const char *work)

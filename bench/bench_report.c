@@ -8,6 +8,8 @@
  *   peak load RSS             target: kvfts <= --mem + 64 MB (absolute)
  *   per class, top-10 and count: median <= 0.5, p99 <= 1
  *   match sets                identical for every query (100%)
+ *   --readers                 no search of a reader fails, idle or during
+ *                             the load (latencies are reported, no target)
  *   growth                    docs/s at the largest size >= 0.8 x docs/s
  *                             at 100,000 (or the smallest size)
  * Missing a target is reported (MISS), not an error: the exit status says
@@ -213,6 +215,50 @@ static void print_row(FILE *out, const bench_result *r, const bench_fig *f)
         fprintf(out, "%-28s %12s %10s  %s\n", f->label, kv, tgt, mark);
 }
 
+static void print_reader_row(FILE *out, const char *what,
+                             const bench_reader_phase *f)
+{
+    char label[48], q[32], qps[32], med[32], p99[32], max[32];
+    snprintf(label, sizeof label, "%s (%.1f s)", what, f->secs);
+    bench_thousands(q, sizeof q, (double)f->queries);
+    bench_thousands(qps, sizeof qps, f->qps);
+    fmt_value(med, sizeof med, f->med, U_MS);
+    fmt_value(p99, sizeof p99, f->p99, U_MS);
+    fmt_value(max, sizeof max, f->max, U_MS);
+    fprintf(out, "%-28s %10s %8s %10s %10s %10s %7" PRIu64 "\n", label, q,
+            qps, med, p99, max, f->errors);
+}
+
+/* The --readers section; returns 1 when its target (no errors) is met. */
+static int print_readers(FILE *out, const bench_result *r)
+{
+    const bench_readers *rd = &r->readers;
+    const bench_reader_phase *i = &rd->idle, *l = &rd->load;
+    fprintf(out, "\nreaders: %d processes, each running the %zu queries' "
+            "top-10 searches in turn\n", rd->n, r->qs->n);
+    fprintf(out, "%-28s %10s %8s %10s %10s %10s %7s\n", "phase", "searches",
+            "per s", "median", "p99", "max", "errors");
+    print_reader_row(out, "idle", i);
+    print_reader_row(out, "during the load", l);
+    fprintf(out, "%-28s %10s %8.2f %10.2f %10.2f %10.2f\n", "during / idle",
+            "", l->qps / i->qps, l->med / i->med, l->p99 / i->p99,
+            l->max / i->max);
+    char batch[48] = "--mem";
+    if (rd->batch)
+        snprintf(batch, sizeof batch, "--batch %" PRIu64, rd->batch);
+    fprintf(out, "the load (%s, into the loaded database, %u MB cache): "
+            "%.1f s with the readers, %.1f s alone (%.2fx); the first load: "
+            "%.1f s\n", batch, rd->cache_mb, rd->reload.secs, rd->alone.secs,
+            rd->reload.secs / rd->alone.secs, rd->first.secs);
+    bool ok = i->errors == 0 && l->errors == 0;
+    fprintf(out, "reader errors: %" PRIu64 "  %s\n", i->errors + l->errors,
+            ok ? "ok" : "MISS");
+    if (!ok)
+        fprintf(out, "  first: %s\n", i->first_error[0] ? i->first_error
+                                                       : l->first_error);
+    return ok;
+}
+
 void bench_print_table(FILE *out, const bench_result *r)
 {
     print_header(out, r);
@@ -240,6 +286,11 @@ void bench_print_table(FILE *out, const bench_result *r)
         print_diffs(out, r);
         met += r->agree_equal == r->agree_n;
         missed += r->agree_equal != r->agree_n;
+    }
+    if (r->readers.done) {
+        int ok = print_readers(out, r);
+        met += ok;
+        missed += !ok;
     }
     fprintf(out, "\ntargets: %d met, %d missed\n", met, missed);
 }
@@ -456,6 +507,54 @@ static void json_agreement(yajl_gen g, const bench_result *r)
     yajl_gen_map_close(g);
 }
 
+static void json_reader_phase(yajl_gen g, const char *name,
+                              const bench_reader_phase *f)
+{
+    jkey(g, name);
+    yajl_gen_map_open(g);
+    jnum(g, "seconds", f->secs);
+    jint(g, "searches", f->queries);
+    jnum(g, "searches_per_s", f->qps);
+    jnum(g, "median_ms", f->med);
+    jnum(g, "p99_ms", f->p99);
+    jnum(g, "max_ms", f->max);
+    jint(g, "errors", f->errors);
+    jstr(g, "first_error", f->first_error[0] ? f->first_error : NULL);
+    yajl_gen_map_close(g);
+}
+
+static void json_readers(yajl_gen g, const bench_readers *rd)
+{
+    const bench_reader_phase *i = &rd->idle, *l = &rd->load;
+    jkey(g, "readers");
+    yajl_gen_map_open(g);
+    jint(g, "processes", (uint64_t)rd->n);
+    jstr(g, "search", "top-10, documents read; the query set in turn");
+    json_reader_phase(g, "idle", i);
+    json_reader_phase(g, "during_load", l);
+    jkey(g, "during_over_idle");
+    yajl_gen_map_open(g);
+    jnum(g, "searches_per_s", l->qps / i->qps);
+    jnum(g, "median", l->med / i->med);
+    jnum(g, "p99", l->p99 / i->p99);
+    jnum(g, "max", l->max / i->max);
+    yajl_gen_map_close(g);
+    jkey(g, "load");
+    yajl_gen_map_open(g);
+    jint(g, "batch", rd->batch);
+    jint(g, "cache_mb", rd->cache_mb);
+    jstr(g, "key_alone", rd->key_alone);
+    jstr(g, "key_with_readers", rd->key_reload);
+    jnum(g, "seconds_with_readers", rd->reload.secs);
+    jnum(g, "seconds_alone", rd->alone.secs);
+    jnum(g, "with_over_alone", rd->reload.secs / rd->alone.secs);
+    jnum(g, "first_load_seconds", rd->first.secs);
+    jint(g, "documents", rd->reload.docs);
+    yajl_gen_map_close(g);
+    jbool(g, "ok", i->errors == 0 && l->errors == 0);
+    yajl_gen_map_close(g);
+}
+
 /* The body shared by a corpus run and each size of a growth run. */
 static void json_result(yajl_gen g, const bench_result *r, bool queries)
 {
@@ -474,6 +573,8 @@ static void json_result(yajl_gen g, const bench_result *r, bool queries)
     }
     if (r->vs && queries)
         json_agreement(g, r);
+    if (r->readers.done)
+        json_readers(g, &r->readers);
     if (!queries)
         return;
     jkey(g, "queries");
@@ -534,6 +635,11 @@ int bench_write_json(const char *path, const bench_result *r)
     if (r->vs) {                      /* identical match sets, as the table */
         met += r->agree_equal == r->agree_n;
         missed += r->agree_equal != r->agree_n;
+    }
+    if (r->readers.done) {
+        bool ok = r->readers.idle.errors == 0 && r->readers.load.errors == 0;
+        met += ok;
+        missed += !ok;
     }
     jkey(g, "targets");
     yajl_gen_map_open(g);

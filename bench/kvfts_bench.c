@@ -7,6 +7,9 @@
  *   kvfts-bench --growth [--sizes ...]     the synthetic corpus at growing
  *                                          sizes: load speed, bytes per
  *                                          posting, latency per class
+ *   kvfts-bench --corpus NAME --readers N  also N searching processes, idle
+ *                                          and while a load writes
+ *                                          (bench_readers.c)
  *
  * A corpus run: build the corpus (bench/corpus.sh NAME, which caches it in
  * --data), count its documents and indexed text, load it into kvfts (the
@@ -55,6 +58,7 @@ static const char usage_text[] =
     "                   [--mem MB] [--work DIR] [--out DIR] [--data DIR]\n"
     "                   [--keep] [--bench-dir DIR] [--spec FILE]\n"
     "                   [--queries FILE] [--corpus-file FILE]\n"
+    "                   [--readers N] [--readers-batch N] [--readers-cache MB]\n"
     "       kvfts-bench --growth [--sizes 10000,100000,1000000,5000000] ...\n"
     "\n"
     "Benchmark kvfts against SQLite FTS5 (unicode61 remove_diacritics 2,\n"
@@ -83,6 +87,19 @@ static const char usage_text[] =
     "  --spec FILE       a corpus spec instead of bench/corpora/NAME.json\n"
     "  --queries FILE    a query set instead of the spec's\n"
     "  --corpus-file F   a JSON Lines file instead of building the corpus\n"
+    "  --readers N       then N processes search (the query set's top-10\n"
+    "                    searches, in turn) idle, and again while the\n"
+    "                    corpus is loaded once more into the same database\n"
+    "                    (under keys reload2::KEY, after a reload1:: load\n"
+    "                    alone): their median and p99 latency during the\n"
+    "                    load next to idle, searches/s, errors, and the\n"
+    "                    load's time with and without readers (default 0:\n"
+    "                    no such phase; at most 64)\n"
+    "  --readers-batch N the loads of that phase commit every N documents\n"
+    "                    (default 1000; 0: by --mem, as the benchmark's)\n"
+    "  --readers-cache MB  Berkeley DB cache of that phase's database\n"
+    "                    (default 512; the benchmark's 64 MB is too small\n"
+    "                    for a batched load of the catalog: see README)\n"
     "\n"
     "The kvfts command used is the one beside kvfts-bench, or $KVFTS_BIN.\n"
     "Exit status: 0 the run completed (targets may be missed; differing\n"
@@ -98,6 +115,9 @@ typedef struct opts {
     const char *work, *out, *data;
     const char *bench_dir, *spec, *queries, *corpus_file;
     bool growth, keep;
+    int readers;              /* --readers: 0 none */
+    uint64_t readers_batch;   /* --readers-batch: 0 by --mem */
+    unsigned readers_cache;   /* --readers-cache MB */
     uint64_t sizes[BENCH_MAX_SIZES];
     size_t nsizes;
 } opts;
@@ -179,6 +199,23 @@ static int parse_opt(opts *o, int c, const char *arg)
     case 'S': o->spec = arg; return 0;
     case 'q': o->queries = arg; return 0;
     case 'f': o->corpus_file = arg; return 0;
+    case 'R':
+        if (!parse_u64(arg, &v, 0, BENCH_MAX_READERS))
+            return usage_error("--readers takes 0 to 64 processes, not '%s'",
+                               arg);
+        o->readers = (int)v;
+        return 0;
+    case 'B':
+        if (!parse_u64(arg, &o->readers_batch, 0, 1000000))
+            return usage_error("--readers-batch takes 0 to 1000000 "
+                               "documents, not '%s'", arg);
+        return 0;
+    case 'C':
+        if (!parse_u64(arg, &v, 1, 1024 * 1024))
+            return usage_error("--readers-cache takes megabytes (1 to "
+                               "1048576), not '%s'", arg);
+        o->readers_cache = (unsigned)v;
+        return 0;
     default: return BENCH_USAGE;
     }
 }
@@ -201,6 +238,9 @@ static int parse_opts(opts *o, int argc, char **argv)
         { "spec", required_argument, NULL, 'S' },
         { "queries", required_argument, NULL, 'q' },
         { "corpus-file", required_argument, NULL, 'f' },
+        { "readers", required_argument, NULL, 'R' },
+        { "readers-batch", required_argument, NULL, 'B' },
+        { "readers-cache", required_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -209,6 +249,8 @@ static int parse_opts(opts *o, int argc, char **argv)
     o->vs = true;
     o->runs = 11;
     o->mem_mb = 256;
+    o->readers_batch = 1000;
+    o->readers_cache = 512;
     memcpy(o->sizes, sizes, sizeof sizes);
     o->nsizes = sizeof sizes / sizeof *sizes;
     opterr = 0;
@@ -230,6 +272,9 @@ static int parse_opts(opts *o, int argc, char **argv)
     if (o->growth && (o->corpus || o->docs || o->corpus_file))
         return usage_error("%s--growth runs the synthetic corpus at --sizes; "
                            "drop --corpus, --docs and --corpus-file", "");
+    if (o->growth && o->readers)
+        return usage_error("%s--readers goes with --corpus, not --growth",
+                           "");
     if (!o->growth && !o->corpus && !o->spec)
         return usage_error("%sgive --corpus NAME or --growth", "");
     return 0;
@@ -486,6 +531,8 @@ static int measure(ctx *x, bench_result *r, bench_queries *qs,
     }
     free(kv_dir);
     free(fts_db);
+    if (!code && r->readers.n)
+        code = bench_readers_run(&r->readers, &env, s, &r->corpus, qs);
     if (!code) {
         check_docs(r);
         bench_figures(r);
@@ -631,6 +678,9 @@ static int run_corpus(ctx *x)
     r.vs = x->o->vs;
     r.runs = x->o->runs;
     r.mem_mb = x->o->mem_mb;
+    r.readers.n = x->o->readers;
+    r.readers.batch = x->o->readers_batch;
+    r.readers.cache_mb = x->o->readers_cache;
     if (!code)
         code = measure(x, &r, &qs, true);
     if (!code) {
