@@ -661,57 +661,49 @@ int idx_lens_cache_sync(idx_lens_cache *c, kv_txn *txn, kv_err *err)
     return KVFTS_OK;
 }
 
+/* The column being read, and its capacity. */
+struct lens_walk {
+    struct lens_col *col;
+    uint32_t cap;
+};
+
+static int lens_record(void *payload, const char *k, size_t kl,
+                       const char *v, size_t vl, kv_err *err)
+{
+    struct lens_walk *w = payload;
+    struct lens_col *col = w->col;
+    if (kl != 4)
+        return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
+                         "bytes", kl);
+    uint32_t id = kv_get_be32((const unsigned char *)k), len = 0;
+    if (id == UINT32_MAX)
+        return kv_seterr(err, KVFTS_ECORRUPT, "length record of id %u", id);
+    int rc = idx_lens_find(v, vl, col->field_id, &len, err);
+    if (!rc && id >= w->cap) {
+        uint32_t old = w->cap;
+        rc = idx__grow(&col->len, &w->cap, (uint64_t)id + 1,
+                       sizeof *col->len, err);
+        if (!rc)
+            memset(col->len + old, 0, (size_t)(w->cap - old) *
+                   sizeof *col->len);
+    }
+    if (!rc) {
+        col->len[id] = len;
+        if (id >= col->n)
+            col->n = id + 1;
+    }
+    return rc;
+}
+
 /* Read every length record once, keeping field_id's lengths. */
 static int lens_column_read(kv_txn *txn, uint32_t field_id,
                             struct lens_col *col, kv_err *err)
 {
-    kv_cursor *c = NULL;
-    kv_bulk bulk = KV_BULK_INIT;
-    uint32_t cap = 0;
     col->field_id = field_id;
     col->n = 0;
     col->len = NULL;
-    int rc = kv_cursor_open(&c, txn, KV_DOCLENS, err);
-    bool first = true;
-    while (!rc) {
-        rc = kv_cursor_bulk(c, first ? "" : NULL, 0, &bulk, err);
-        first = false;
-        if (rc)
-            break;
-        const char *k, *v;
-        size_t kl, vl;
-        while (!rc && kv_bulk_next(&bulk, &k, &kl, &v, &vl)) {
-            if (kl != 4) {
-                rc = kv_seterr(err, KVFTS_ECORRUPT, "length record key of "
-                               "%zu bytes", kl);
-                break;
-            }
-            uint32_t id = kv_get_be32((const unsigned char *)k), len = 0;
-            if (id == UINT32_MAX) {
-                rc = kv_seterr(err, KVFTS_ECORRUPT, "length record of id %u",
-                               id);
-                break;
-            }
-            rc = idx_lens_find(v, vl, field_id, &len, err);
-            if (!rc && id >= cap) {
-                uint32_t old = cap;
-                rc = idx__grow(&col->len, &cap, (uint64_t)id + 1,
-                               sizeof *col->len, err);
-                if (!rc)
-                    memset(col->len + old, 0,
-                           (size_t)(cap - old) * sizeof *col->len);
-            }
-            if (!rc) {
-                col->len[id] = len;
-                if (id >= col->n)
-                    col->n = id + 1;
-            }
-        }
-    }
-    kv_cursor_close(c);
-    kv_bulk_free(&bulk);
-    if (rc == KVFTS_ITEROVER)
-        rc = KVFTS_OK;
+    struct lens_walk w = { col, 0 };
+    int rc = kv_walk(txn, KV_DOCLENS, lens_record, &w, err);
     if (rc) {
         kv_free(col->len);
         col->len = NULL;

@@ -255,6 +255,15 @@ int kv_del_pair(kv_txn *txn, kv_space space, const void *key, size_t klen,
 /** Number of records in a space (walks it; for stats and tests). */
 int kv_count(kv_txn *txn, kv_space space, uint64_t *out, kv_err *err);
 
+/** Call @p fn on every record of a space in key order, read in bulk inside
+ *  @p txn (no page locks of its own, so a snapshot reader never waits for
+ *  a writer).  A non-zero return from @p fn stops the walk and is
+ *  returned.  Key and value are borrowed for the call. */
+typedef int (*kv_walk_fn)(void *payload, const char *key, size_t klen,
+                          const char *val, size_t vlen, kv_err *err);
+int kv_walk(kv_txn *txn, kv_space space, kv_walk_fn fn, void *payload,
+            kv_err *err);
+
 /** Cursor over a space, in key order (duplicates in value order). */
 int kv_cursor_open(kv_cursor **out, kv_txn *txn, kv_space space, kv_err *err);
 void kv_cursor_close(kv_cursor *c);

@@ -872,14 +872,11 @@ int kv_del_pair(kv_txn *t, kv_space s, const void *key, size_t klen,
     return rc;
 }
 
-/* Counted by walking the records in bulk reads inside t: DB->stat() walks
- * the tree with page locks of its own, so in a snapshot reader it waited
- * for a bulk load to commit (`kvfts stats` hung for the whole load). */
-int kv_count(kv_txn *t, kv_space s, uint64_t *out, kv_err *err)
+int kv_walk(kv_txn *t, kv_space s, kv_walk_fn fn, void *payload,
+            kv_err *err)
 {
     kv_cursor *c = NULL;
     kv_bulk b = KV_BULK_INIT;
-    uint64_t n = 0;
     int rc = kv_cursor_open(&c, t, s, err);
     bool first = true;
     while (!rc) {
@@ -888,14 +885,30 @@ int kv_count(kv_txn *t, kv_space s, uint64_t *out, kv_err *err)
         const char *k, *v;
         size_t kl, vl;
         while (!rc && kv_bulk_next(&b, &k, &kl, &v, &vl))
-            n++;
+            rc = fn(payload, k, kl, v, vl, err);
     }
     kv_cursor_close(c);
     kv_bulk_free(&b);
-    if (rc == KVFTS_ITEROVER) {
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
+static int count_one(void *payload, const char *k, size_t kl, const char *v,
+                     size_t vl, kv_err *err)
+{
+    (void)k, (void)kl, (void)v, (void)vl, (void)err;
+    ++*(uint64_t *)payload;
+    return KVFTS_OK;
+}
+
+/* Counted by kv_walk(): DB->stat() walks the tree with page locks of its
+ * own, so in a snapshot reader it waited for a bulk load to commit
+ * (`kvfts stats` hung for the whole load). */
+int kv_count(kv_txn *t, kv_space s, uint64_t *out, kv_err *err)
+{
+    uint64_t n = 0;
+    int rc = kv_walk(t, s, count_one, &n, err);
+    if (!rc)
         *out = n;
-        rc = KVFTS_OK;
-    }
     return rc;
 }
 
