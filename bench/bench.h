@@ -78,6 +78,12 @@ int bench_make_dirs(const char *dir);
 void bench_thousands(char *out, size_t cap, double v);
 /** a / b, or NAN when b is not positive. */
 double bench_per(double a, double b);
+/** Sort @p v (n samples) ascending. */
+void bench_sort(double *v, size_t n);
+/** Of sorted samples: the median, and the 99th percentile by nearest rank
+ *  (the smallest sample with at least 99% at or below it); NAN if none. */
+double bench_median_sorted(const double *v, size_t n);
+double bench_p99_sorted(const double *v, size_t n);
 
 /* ---- interface to bench_spec.c ------------------------------------------ */
 

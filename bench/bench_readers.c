@@ -297,12 +297,6 @@ static uint64_t phase_count(const phase_ctx *p)
     return n;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The phase's figures from the shared samples. */
 static void phase_stats(bench_reader_phase *f, const phase_ctx *p,
                         double secs)
@@ -324,12 +318,11 @@ static void phase_stats(bench_reader_phase *f, const phase_ctx *p,
             snprintf(f->first_error, sizeof f->first_error, "%s",
                      r->first_error);
     }
-    qsort(v, k, sizeof *v, cmp_double);
+    bench_sort(v, k);
     f->queries = k;
     f->qps = bench_per((double)(k + f->dropped), secs);
-    f->med = k ? (k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2) : NAN;
-    size_t r99 = (size_t)ceil(0.99 * (double)k);
-    f->p99 = k ? v[r99 ? r99 - 1 : 0] : NAN;
+    f->med = bench_median_sorted(v, k);
+    f->p99 = bench_p99_sorted(v, k);
     f->max = k ? v[k - 1] : NAN;
     free(v);
 }

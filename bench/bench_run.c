@@ -151,28 +151,6 @@ static int time_query(engines *e, bench_query *q, int runs, const char *file)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_sorted(const double *v, size_t n)
-{
-    if (n == 0)
-        return NAN;
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* Nearest rank: the smallest sample with at least 99% at or below it. */
-static double p99_sorted(const double *v, size_t n)
-{
-    if (n == 0)
-        return NAN;
-    size_t k = (size_t)ceil(0.99 * (double)n);
-    return v[k ? k - 1 : 0];
-}
-
 static void class_stats(bench_queries *qs, bench_class_stats cls[NCLASS],
                         int runs, bool fts)
 {
@@ -189,9 +167,9 @@ static void class_stats(bench_queries *qs, bench_class_stats cls[NCLASS],
                     memcpy(v + n, qs->q[i].t[m], (size_t)runs * sizeof *v);
                     n += (size_t)runs;
                 }
-            qsort(v, n, sizeof *v, cmp_double);
-            cls[c].med[m] = median_sorted(v, n);
-            cls[c].p99[m] = p99_sorted(v, n);
+            bench_sort(v, n);
+            cls[c].med[m] = bench_median_sorted(v, n);
+            cls[c].p99[m] = bench_p99_sorted(v, n);
         }
     }
     for (size_t i = 0; i < qs->n; i++)
@@ -201,8 +179,8 @@ static void class_stats(bench_queries *qs, bench_class_stats cls[NCLASS],
             if (!fts && (m == M_FTS_TOP || m == M_FTS_COUNT))
                 continue;
             memcpy(v, q->t[m], (size_t)runs * sizeof *v);
-            qsort(v, (size_t)runs, sizeof *v, cmp_double);
-            q->med[m] = median_sorted(v, (size_t)runs);
+            bench_sort(v, (size_t)runs);
+            q->med[m] = bench_median_sorted(v, (size_t)runs);
         }
     free(v);
 }

@@ -167,3 +167,29 @@ double bench_per(double a, double b)
 {
     return b > 0 ? a / b : NAN;
 }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void bench_sort(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+}
+
+double bench_median_sorted(const double *v, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double bench_p99_sorted(const double *v, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    size_t k = (size_t)ceil(0.99 * (double)n);
+    return v[k ? k - 1 : 0];
+}
