@@ -57,15 +57,6 @@ static bool doc_refused(int rc)
            rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
 }
 
-/* Ctrl-C or kill: the lines read so far are committed (below), then the
- * load stops. */
-static int interrupted_at(const char *fname, uint64_t lineno)
-{
-    return tool_error(EXIT_ERR, "load: interrupted at %s:%" PRIu64 ": the "
-                      "lines before it are committed; '--resume' goes on",
-                      fname, lineno);
-}
-
 static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
                     uint64_t total_bytes)
 {
@@ -83,17 +74,14 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
     uint64_t lineno = 0, loaded = 0, skipped = 0, bytes = 0, committed = 0;
     uint64_t existing = 0;
     int code = EXIT_OK;
+    bool interrupted = false;
     double t0 = tool_now();
     const char *fname = o->file;
     size_t tlen = o->key_template ? strlen(o->key_template) : 0;
     size_t plen = o->auto_prefix ? strlen(o->auto_prefix) : 0;
-    bool interrupted = false;
     while ((n = getline(&line, &cap, in)) != -1) {
-        if (tool_interrupted()) {
-            interrupted = true;
-            code = interrupted_at(fname, lineno + 1);
+        if (tool_interrupted())     /* Ctrl-C or kill: stop at this line */
             break;
-        }
         lineno++;
         bytes += (uint64_t)n;
         size_t len = (size_t)n;
@@ -142,9 +130,12 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
         }
         tool_progress_update(&prog, loaded, bytes, false);
     }
-    if (!code && tool_interrupted()) {     /* during the last line */
+    /* The lines read so far are committed (below), then the load stops. */
+    if (!code && tool_interrupted()) {
         interrupted = true;
-        code = interrupted_at(fname, lineno + 1);
+        code = tool_error(EXIT_ERR, "load: interrupted at %s:%" PRIu64
+                          ": the lines before it are committed; "
+                          "'--resume' goes on", fname, lineno + 1);
     }
     if (ferror(in) && !code)
         code = tool_error(EXIT_ERR, "load: %s: read error", fname);

@@ -191,8 +191,9 @@ int main(int argc, char **argv)
                 return EXIT_OK;
             }
         }
-        /* bench runs other programs, which would inherit the mask: it
-         * keeps the default behaviour (its databases are its own). */
+        /* bench runs other programs, which would inherit SIGPIPE
+         * ignored: it keeps the default behaviour (its databases are its
+         * own). */
         bool hold = strcmp(name, "bench") != 0;
         if (hold)
             tool_signals_hold();
