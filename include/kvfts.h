@@ -24,6 +24,15 @@ extern "C" {
 
 #define KVFTS_VERSION_STRING "0.1.0"
 
+/* Every function of this header, and nothing else, is exported from the
+ * shared library (it is built with -fvisibility=hidden), as libgit2's
+ * GIT_EXTERN does. */
+#if defined(__GNUC__)
+#define KVFTS_EXTERN(type) extern __attribute__((visibility("default"))) type
+#else
+#define KVFTS_EXTERN(type) extern type
+#endif
+
 /** Status codes.  Negative, like libgit2 and LMDB; 0 is success. */
 typedef enum kvfts_status {
     KVFTS_OK = 0,
@@ -62,25 +71,25 @@ typedef struct kvfts_open_options {
  *  @param o         NULL for defaults.
  *  @return KVFTS_OK, KVFTS_ENOTFOUND (no database and !o->create),
  *          KVFTS_EBUSY, KVFTS_ECORRUPT, KVFTS_EINVAL, KVFTS_ERROR. */
-int kvfts_open(kvfts_db **out, const char *path, const kvfts_open_options *o);
+KVFTS_EXTERN(int) kvfts_open(kvfts_db **out, const char *path, const kvfts_open_options *o);
 
 /** Checkpoint and close.  NULL is a no-op. */
-void kvfts_close(kvfts_db *db);
+KVFTS_EXTERN(void) kvfts_close(kvfts_db *db);
 
 /** The message of the last failure on @p db; owned by @p db, valid until the
  *  next call on it, never NULL ("" when there was no failure; a generic text
  *  when @p db is NULL). */
-const char *kvfts_errmsg(const kvfts_db *db);
+KVFTS_EXTERN(const char *) kvfts_errmsg(const kvfts_db *db);
 
 /** The byte offset, in the input of the last failed call, that its message
  *  speaks of (e.g. where a JSON document stops being valid), or -1. */
-long long kvfts_errpos(const kvfts_db *db);
+KVFTS_EXTERN(long long) kvfts_errpos(const kvfts_db *db);
 
 /** A static description of a status code. */
-const char *kvfts_strerror(int status);
+KVFTS_EXTERN(const char *) kvfts_strerror(int status);
 
 /** Free memory that kvfts returned through a `char **out`.  NULL: no-op. */
-void kvfts_free(void *p);
+KVFTS_EXTERN(void) kvfts_free(void *p);
 
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                             */
@@ -90,11 +99,11 @@ void kvfts_free(void *p);
  *  are rebuilt under the new config in the same transaction.
  *  @return KVFTS_OK, KVFTS_EINVAL (bad config), KVFTS_EEXISTS (the documents
  *          violate a new unique lookup; nothing changed), ... */
-int kvfts_set_config(kvfts_db *db, const char *json, size_t json_len);
+KVFTS_EXTERN(int) kvfts_set_config(kvfts_db *db, const char *json, size_t json_len);
 
 /** The stored configuration as compact JSON ("{}" when none was set).
  *  @param[out] out  caller owns; kvfts_free(). */
-int kvfts_get_config(char **out, size_t *out_len, kvfts_db *db);
+KVFTS_EXTERN(int) kvfts_get_config(char **out, size_t *out_len, kvfts_db *db);
 
 /* ------------------------------------------------------------------------ */
 /* Documents                                                                 */
@@ -113,16 +122,16 @@ typedef enum kvfts_write_mode {
  *              not; KVFTS_ENOTFOUND if there is no document).
  *  @return KVFTS_OK, KVFTS_EINVAL, KVFTS_EEXISTS, KVFTS_ENOTFOUND,
  *          KVFTS_ECAS, KVFTS_EBUSY, KVFTS_ERROR. */
-int kvfts_write(uint64_t *cas_out, kvfts_db *db, kvfts_write_mode mode,
+KVFTS_EXTERN(int) kvfts_write(uint64_t *cas_out, kvfts_db *db, kvfts_write_mode mode,
                 const char *key, size_t key_len,
                 const char *json, size_t json_len, uint64_t cas);
 
 /** kvfts_write() with KVFTS_UPSERT, KVFTS_INSERT and KVFTS_REPLACE. */
-int kvfts_put(uint64_t *cas_out, kvfts_db *db, const char *key, size_t key_len,
+KVFTS_EXTERN(int) kvfts_put(uint64_t *cas_out, kvfts_db *db, const char *key, size_t key_len,
               const char *json, size_t json_len, uint64_t cas);
-int kvfts_add(uint64_t *cas_out, kvfts_db *db, const char *key, size_t key_len,
+KVFTS_EXTERN(int) kvfts_add(uint64_t *cas_out, kvfts_db *db, const char *key, size_t key_len,
               const char *json, size_t json_len);
-int kvfts_replace(uint64_t *cas_out, kvfts_db *db, const char *key,
+KVFTS_EXTERN(int) kvfts_replace(uint64_t *cas_out, kvfts_db *db, const char *key,
                   size_t key_len, const char *json, size_t json_len,
                   uint64_t cas);
 
@@ -130,13 +139,13 @@ int kvfts_replace(uint64_t *cas_out, kvfts_db *db, const char *key,
  *  count::PREFIX in the same transaction.
  *  @param[out] key_out  the new key, NUL-terminated; caller owns, kvfts_free().
  *  @param[out] cas_out  may be NULL. */
-int kvfts_put_auto(char **key_out, uint64_t *cas_out, kvfts_db *db,
+KVFTS_EXTERN(int) kvfts_put_auto(char **key_out, uint64_t *cas_out, kvfts_db *db,
                    const char *prefix, size_t prefix_len,
                    const char *json, size_t json_len);
 
 /** Delete a document and its lookups.  @p cas as for kvfts_write().
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECAS, KVFTS_EINVAL, ... */
-int kvfts_del(kvfts_db *db, const char *key, size_t key_len, uint64_t cas);
+KVFTS_EXTERN(int) kvfts_del(kvfts_db *db, const char *key, size_t key_len, uint64_t cas);
 
 /** One document of a multi-get.  Pointers are borrowed from the kvfts_docs
  *  that holds it and live until kvfts_docs_free(). */
@@ -155,25 +164,25 @@ typedef struct kvfts_docs kvfts_docs;
  *  missing key is an entry with status KVFTS_ENOTFOUND, not a failure.
  *  @param[out] out  caller owns; kvfts_docs_free().  NULL on failure.
  *  @param key_lens  NULL: every key is NUL-terminated. */
-int kvfts_multi_get(kvfts_docs **out, kvfts_db *db, const char *const *keys,
+KVFTS_EXTERN(int) kvfts_multi_get(kvfts_docs **out, kvfts_db *db, const char *const *keys,
                     const size_t *key_lens, size_t n);
 
 /** Read PREFIX::first .. PREFIX::last (inclusive) in one snapshot, leaving out
  *  the missing ones (the seeds' counter-range multi-get).  last = 0 means
  *  "up to the value of counter count::PREFIX". */
-int kvfts_get_range(kvfts_docs **out, kvfts_db *db, const char *prefix,
+KVFTS_EXTERN(int) kvfts_get_range(kvfts_docs **out, kvfts_db *db, const char *prefix,
                     size_t prefix_len, uint64_t first, uint64_t last);
 
-size_t kvfts_docs_count(const kvfts_docs *docs);
+KVFTS_EXTERN(size_t) kvfts_docs_count(const kvfts_docs *docs);
 /** Borrowed; valid until kvfts_docs_free().  NULL if @p i is out of range. */
-const kvfts_doc *kvfts_docs_at(const kvfts_docs *docs, size_t i);
-void kvfts_docs_free(kvfts_docs *docs);
+KVFTS_EXTERN(const kvfts_doc *) kvfts_docs_at(const kvfts_docs *docs, size_t i);
+KVFTS_EXTERN(void) kvfts_docs_free(kvfts_docs *docs);
 
 /** Read one document.
  *  @param[out] json_out  compact JSON, NUL-terminated; caller owns, kvfts_free().
  *  @param[out] cas_out   may be NULL.
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, ... */
-int kvfts_get(char **json_out, size_t *json_len_out, uint64_t *cas_out,
+KVFTS_EXTERN(int) kvfts_get(char **json_out, size_t *json_len_out, uint64_t *cas_out,
               kvfts_db *db, const char *key, size_t key_len);
 
 /* ------------------------------------------------------------------------ */
@@ -183,23 +192,23 @@ int kvfts_get(char **json_out, size_t *json_len_out, uint64_t *cas_out,
  *  across processes.  A missing counter starts at 0, or, when @p initial is
  *  not NULL, is created holding *initial (the delta is then not applied, as
  *  in memcached and Couchbase).  Overflow is KVFTS_EINVAL. */
-int kvfts_incr(int64_t *out, kvfts_db *db, const char *name, size_t name_len,
+KVFTS_EXTERN(int) kvfts_incr(int64_t *out, kvfts_db *db, const char *name, size_t name_len,
                int64_t delta, const int64_t *initial);
 
 /** Read counter count::NAME.  @return KVFTS_OK or KVFTS_ENOTFOUND. */
-int kvfts_counter_get(int64_t *out, kvfts_db *db, const char *name,
+KVFTS_EXTERN(int) kvfts_counter_get(int64_t *out, kvfts_db *db, const char *name,
                       size_t name_len);
 
 /** Follow lookup NAME::VALUE: the documents it refers to, in key order.
  *  @return KVFTS_OK, KVFTS_ENOTFOUND (no such entry), KVFTS_EINVAL (NAME is
  *          not a declared lookup). */
-int kvfts_lookup(kvfts_docs **out, kvfts_db *db, const char *name,
+KVFTS_EXTERN(int) kvfts_lookup(kvfts_docs **out, kvfts_db *db, const char *name,
                  size_t name_len, const char *value, size_t value_len);
 
 /** The lookup document NAME::VALUE itself, as JSON: {"ref":"KEY"} for a
  *  unique lookup, {"refs":["K1","K2",...]} otherwise.
  *  @param[out] out  caller owns; kvfts_free(). */
-int kvfts_lookup_doc(char **out, size_t *out_len, kvfts_db *db,
+KVFTS_EXTERN(int) kvfts_lookup_doc(char **out, size_t *out_len, kvfts_db *db,
                      const char *name, size_t name_len,
                      const char *value, size_t value_len);
 
@@ -213,10 +222,10 @@ typedef struct kvfts_batch kvfts_batch;
  *  kvfts_batch_commit().  A failed kvfts_batch_write() changes nothing and
  *  leaves the batch usable.  Don't use @p db for other writes meanwhile.
  *  @param[out] out  caller owns; kvfts_batch_free() (aborts if uncommitted). */
-int kvfts_batch_begin(kvfts_batch **out, kvfts_db *db);
+KVFTS_EXTERN(int) kvfts_batch_begin(kvfts_batch **out, kvfts_db *db);
 
 /** As kvfts_write(), inside the batch.  Messages go to kvfts_errmsg(db). */
-int kvfts_batch_write(kvfts_batch *b, kvfts_write_mode mode,
+KVFTS_EXTERN(int) kvfts_batch_write(kvfts_batch *b, kvfts_write_mode mode,
                       const char *key, size_t key_len,
                       const char *json, size_t json_len);
 
@@ -226,44 +235,44 @@ int kvfts_batch_write(kvfts_batch *b, kvfts_write_mode mode,
  *  "pkg::{package}" or "{id}".  The key is taken in the same pass that
  *  validates the JSON.  A missing value is KVFTS_EINVAL.
  *  @param[out] key_out  may be NULL; else caller owns, kvfts_free(). */
-int kvfts_batch_write_template(char **key_out, kvfts_batch *b,
+KVFTS_EXTERN(int) kvfts_batch_write_template(char **key_out, kvfts_batch *b,
                                kvfts_write_mode mode,
                                const char *key_template, size_t template_len,
                                const char *json, size_t json_len);
 
 /** As kvfts_put_auto(), inside the batch.
  *  @param[out] key_out  may be NULL; else caller owns, kvfts_free(). */
-int kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const char *prefix,
+KVFTS_EXTERN(int) kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const char *prefix,
                            size_t prefix_len, const char *json,
                            size_t json_len);
 
 /** Number of writes applied since the last commit. */
-size_t kvfts_batch_pending(const kvfts_batch *b);
+KVFTS_EXTERN(size_t) kvfts_batch_pending(const kvfts_batch *b);
 
 /** Bound the memory the batch buffers (index postings and its replay log)
  *  to about @p bytes (default 256 MiB). */
-void kvfts_batch_set_mem(kvfts_batch *b, size_t bytes);
+KVFTS_EXTERN(void) kvfts_batch_set_mem(kvfts_batch *b, size_t bytes);
 
 /** True once the buffers have reached the memory bound: commit now.  (A
  *  batch never committed merges its buffer into the open transaction by
  *  itself at twice the bound, so memory stays bounded either way.) */
-bool kvfts_batch_full(const kvfts_batch *b);
+KVFTS_EXTERN(bool) kvfts_batch_full(const kvfts_batch *b);
 
 /** Commit what was written; the batch stays open for more writes. */
-int kvfts_batch_commit(kvfts_batch *b);
+KVFTS_EXTERN(int) kvfts_batch_commit(kvfts_batch *b);
 
 /** Let a commit that changes more pages than Berkeley DB's cache holds go
  *  in parts instead of failing with KVFTS_ENOMEM: the writes are committed
  *  in order, in two or more transactions, each all or nothing, and later
  *  batches get half the memory bound.  Off by default (a batch is one
  *  transaction); `kvfts load` turns it on: its batches are its own. */
-void kvfts_batch_set_split(kvfts_batch *b, bool on);
+KVFTS_EXTERN(void) kvfts_batch_set_split(kvfts_batch *b, bool on);
 
 /** How many commits of @p b went in parts. */
-size_t kvfts_batch_split_commits(const kvfts_batch *b);
+KVFTS_EXTERN(size_t) kvfts_batch_split_commits(const kvfts_batch *b);
 
 /** Abort anything uncommitted and free.  NULL: no-op. */
-void kvfts_batch_free(kvfts_batch *b);
+KVFTS_EXTERN(void) kvfts_batch_free(kvfts_batch *b);
 
 /* ------------------------------------------------------------------------ */
 /* Analysis: what the index will hold                                        */
@@ -288,20 +297,20 @@ typedef struct kvfts_term {
  *                   message is in kvfts_terms_errmsg(); kvfts_terms_free().
  *  @return KVFTS_OK, KVFTS_EINVAL (unknown analyzer: the message lists the
  *          valid names; invalid UTF-8: it names the byte), KVFTS_ENOMEM. */
-int kvfts_analyze(kvfts_terms **out, kvfts_db *db, const char *analyzer,
+KVFTS_EXTERN(int) kvfts_analyze(kvfts_terms **out, kvfts_db *db, const char *analyzer,
                   const char *field, const char *text, size_t len);
 
 /** Every (field, term, position) the JSON document @p json produces under
  *  @p db's config (NULL: the default config).  Ownership as kvfts_analyze. */
-int kvfts_analyze_doc(kvfts_terms **out, kvfts_db *db, const char *json,
+KVFTS_EXTERN(int) kvfts_analyze_doc(kvfts_terms **out, kvfts_db *db, const char *json,
                       size_t len);
 
-size_t kvfts_terms_count(const kvfts_terms *t);
+KVFTS_EXTERN(size_t) kvfts_terms_count(const kvfts_terms *t);
 /** Borrowed until kvfts_terms_free(); NULL if @p i is out of range. */
-const kvfts_term *kvfts_terms_at(const kvfts_terms *t, size_t i);
+KVFTS_EXTERN(const kvfts_term *) kvfts_terms_at(const kvfts_terms *t, size_t i);
 /** Message of the failure that produced @p t ("" if none); never NULL. */
-const char *kvfts_terms_errmsg(const kvfts_terms *t);
-void kvfts_terms_free(kvfts_terms *t);          /* NULL: no-op */
+KVFTS_EXTERN(const char *) kvfts_terms_errmsg(const kvfts_terms *t);
+KVFTS_EXTERN(void) kvfts_terms_free(kvfts_terms *t);          /* NULL: no-op */
 
 /* ------------------------------------------------------------------------ */
 /* Statistics                                                                */
@@ -320,7 +329,7 @@ typedef struct kvfts_stats {
     uint64_t skipped_tokens;/* tokens over 128 bytes left out, cumulative */
 } kvfts_stats;
 
-int kvfts_get_stats(kvfts_stats *out, kvfts_db *db);
+KVFTS_EXTERN(int) kvfts_get_stats(kvfts_stats *out, kvfts_db *db);
 
 /* ------------------------------------------------------------------------ */
 /* The inverted index                                                        */
@@ -332,7 +341,7 @@ int kvfts_get_stats(kvfts_stats *out, kvfts_db *db);
  *  kvfts_analyze()).
  *  @param[out] out  caller owns; kvfts_free().
  *  @return KVFTS_OK, KVFTS_ENOTFOUND (no such entry), ... */
-int kvfts_term_get(char **out, size_t *out_len, kvfts_db *db,
+KVFTS_EXTERN(int) kvfts_term_get(char **out, size_t *out_len, kvfts_db *db,
                    const char *field, size_t field_len, const char *term,
                    size_t term_len, size_t limit);
 
@@ -342,7 +351,7 @@ typedef int (*kvfts_term_fn)(void *payload, const char *term, size_t len,
                              uint64_t count);
 
 /** Every term of @p field starting with @p prefix (may be empty). */
-int kvfts_term_list(kvfts_db *db, const char *field, size_t field_len,
+KVFTS_EXTERN(int) kvfts_term_list(kvfts_db *db, const char *field, size_t field_len,
                     const char *prefix, size_t prefix_len, kvfts_term_fn fn,
                     void *payload);
 
@@ -355,7 +364,7 @@ typedef int (*kvfts_report_fn)(void *payload, const char *what);
  *  @param[out] differences  how many were found (0: consistent).
  *  @return KVFTS_OK (even with differences: see *differences), or an
  *          error that stopped the check. */
-int kvfts_check(uint64_t *differences, kvfts_db *db, kvfts_report_fn report,
+KVFTS_EXTERN(int) kvfts_check(uint64_t *differences, kvfts_db *db, kvfts_report_fn report,
                 void *payload);
 
 /** Progress of a long operation: items done so far. */
@@ -365,10 +374,10 @@ typedef void (*kvfts_progress_fn)(void *payload, uint64_t done);
  *  transaction (after a config change, or to repair).  @p progress may be
  *  NULL.  @return KVFTS_OK, KVFTS_EEXISTS (the documents violate a unique
  *  lookup), ... */
-int kvfts_reindex(kvfts_db *db, kvfts_progress_fn progress, void *payload);
+KVFTS_EXTERN(int) kvfts_reindex(kvfts_db *db, kvfts_progress_fn progress, void *payload);
 
 /** Flush and checkpoint, removing log files no longer needed. */
-int kvfts_checkpoint(kvfts_db *db);
+KVFTS_EXTERN(int) kvfts_checkpoint(kvfts_db *db);
 
 /* ------------------------------------------------------------------------ */
 /* Search                                                                    */
@@ -403,7 +412,7 @@ typedef struct kvfts_results kvfts_results;
  *          "query: unbalanced '(' at 7", also in kvfts_errpos(); a prefix
  *          matching more than 1,000 terms; a phrase without positions),
  *          KVFTS_ENOMEM, KVFTS_ECORRUPT, KVFTS_EBUSY, KVFTS_ERROR. */
-int kvfts_search(kvfts_results **out, kvfts_db *db, const char *q,
+KVFTS_EXTERN(int) kvfts_search(kvfts_results **out, kvfts_db *db, const char *q,
                  size_t q_len, const kvfts_search_options *o);
 
 /** The next hit, in rank order.  Every output pointer may be NULL.
@@ -412,17 +421,17 @@ int kvfts_search(kvfts_results **out, kvfts_db *db, const char *q,
  *  kvfts_results_free(r).  @p score_out is the BM25 score (also with
  *  KVFTS_SORT_KEY).
  *  @return KVFTS_OK, or KVFTS_ITEROVER after the last hit. */
-int kvfts_results_next(kvfts_results *r, const char **key_out,
+KVFTS_EXTERN(int) kvfts_results_next(kvfts_results *r, const char **key_out,
                        const char **doc_out, size_t *doc_len_out,
                        double *score_out);
 
 /** The exact number of documents matching the query (all pages). */
-uint64_t kvfts_results_total(const kvfts_results *r);
+KVFTS_EXTERN(uint64_t) kvfts_results_total(const kvfts_results *r);
 
 /** Hits held by @p r (at most the limit). */
-size_t kvfts_results_count(const kvfts_results *r);
+KVFTS_EXTERN(size_t) kvfts_results_count(const kvfts_results *r);
 
-void kvfts_results_free(kvfts_results *r);      /* NULL: no-op */
+KVFTS_EXTERN(void) kvfts_results_free(kvfts_results *r);      /* NULL: no-op */
 
 #ifdef __cplusplus
 }

@@ -50,7 +50,7 @@
  * streams (see there why), reading from buffers with IDX_SLACK spare bytes
  * because its decoder loads 16 bytes at a time.
  */
-#include "index.h"
+#include "idx_int.h"
 
 #include <streamvbyte.h>
 #include <streamvbytedelta.h>

@@ -24,7 +24,7 @@
  * replaced document keeps its id, so the signed gap allows any order and
  * the decoder sorts a term that came out of order.
  */
-#include "index.h"
+#include "idx_int.h"
 
 #include <stdlib.h>
 #include <string.h>

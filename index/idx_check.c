@@ -12,7 +12,7 @@
  * for stored terms no document produces, and compares field statistics and
  * each document's length record.
  */
-#include "index.h"
+#include "idx_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>

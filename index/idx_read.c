@@ -9,7 +9,7 @@
  * few page reads, not a scan.  All of it runs inside the caller's (usually
  * snapshot) transaction, so a query sees one consistent index.
  */
-#include "index.h"
+#include "idx_int.h"
 
 #include <string.h>
 
@@ -797,5 +797,15 @@ int idx_get_stats(kv_txn *txn, idx_stats *out, kv_err *err)
         rc = kv_cursor_next(c, err);
     }
     kv_cursor_close(c);
-    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+    if (rc != KVFTS_ITEROVER && rc != KVFTS_OK)
+        return rc;
+    kv_buf v = KV_BUF_INIT;
+    rc = kv_get(txn, KV_META, IDX_SKIPPED_KEY, strlen(IDX_SKIPPED_KEY), &v,
+                false, err);
+    if (rc == KVFTS_OK && v.len == 8)
+        out->skipped_tokens = kv_get_be64((const unsigned char *)v.data);
+    if (rc == KVFTS_ENOTFOUND)
+        rc = KVFTS_OK;
+    kv_buf_free(&v);
+    return rc;
 }

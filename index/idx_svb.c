@@ -20,7 +20,7 @@
  * idx_svb_size(), which recomputes a stream's size from its control bytes
  * (the library has no validator).
  */
-#include "index.h"
+#include "idx_int.h"
 
 #include <streamvbyte.h>
 #include <string.h>

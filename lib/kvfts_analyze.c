@@ -10,21 +10,16 @@
  * nowhere to keep it: *out is set even on failure (NULL only when the
  * kvfts_terms itself cannot be allocated).
  *
- * Configuration: with a db, its stored config (kvfts__config_json(), from
- * lib/kvfts_api.c) decides the analyzers of fields; without one, the default
+ * Configuration: with a db, its stored config (api_config_json(), from
+ * lib/kvfts_core.c) decides the analyzers of fields; without one, the default
  * config (every field "standard", `_all` on).  The analysis object is built
  * per call: analyze is a diagnostic, not a hot path.
  */
-#include "kv.h"
-#include "tokenizer.h"
+#include "kvfts_int.h"
 
 #include <stdio.h>
 #include <string.h>
 
-
-/* Provided by lib/kvfts_api.c: the stored config of @p db as JSON
- * ("{}" when none), borrowed until the next call on db. */
-int kvfts__config_json(const char **json, size_t *len, kvfts_db *db);
 
 typedef struct rec {
     size_t field, term;     /* offsets into the arena */
@@ -120,7 +115,7 @@ static int new_analysis(tok_analysis **a, kvfts_db *db, kv_err *err)
     const char *json = NULL;
     size_t len = 0;
     if (db) {
-        int rc = kvfts__config_json(&json, &len, db);
+        int rc = api_config_json(&json, &len, db);
         if (rc)
             return kv_seterr(err, rc, "cannot read the database config: %s",
                              kvfts_errmsg(db));

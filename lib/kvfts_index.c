@@ -1,9 +1,10 @@
 /*
- * kvfts_index.c -- the public API of the inverted index: reading an entry in
- * the seeds' {"count","refs"} form, listing terms, verifying that the index,
+ * kvfts_index.c -- the public API of the inverted index: the configuration
+ * (a change re-indexes the stored documents), reading an entry in the
+ * seeds' {"count","refs"} form, listing terms, verifying that the index,
  * the lookups and the doc-id table equal a fresh analysis of the stored
- * documents (kvfts check), and rebuilding them (kvfts reindex, and a config
- * change on a database with documents).
+ * documents (kvfts check), rebuilding them (kvfts reindex), and the
+ * database's statistics.
  *
  * Reads run in one snapshot transaction, so a check sees one consistent
  * state while writers go on.  A rebuild is one write transaction: it either
@@ -438,3 +439,112 @@ int kvfts_reindex(kvfts_db *db, kvfts_progress_fn progress, void *payload)
         rc = kv_txn_run(db->env, true, reindex_fn, &r, &db->err);
     return api_finish(db, rc);
 }
+
+typedef struct set_config_req {
+    kvfts_db *db;
+    const char *json;
+    size_t len;
+} set_config_req;
+
+static int set_config_fn(kv_txn *txn, void *payload, kv_err *err)
+{
+    set_config_req *r = payload;
+    uint64_t ndocs = 0;
+    int rc = kv_count(txn, KV_DOCS, &ndocs, err);
+    if (!rc)
+        rc = kv_put(txn, KV_META, API_CONFIG_KEY, strlen(API_CONFIG_KEY), r->json,
+                    r->len, err);
+    /* Documents already stored are re-indexed and their lookups rebuilt
+     * under the new config, in this transaction: all or nothing.  (If it
+     * aborts, the next call reloads the stored config: it differs from the
+     * one cached now.) */
+    if (!rc)
+        rc = api_refresh_config(r->db, txn, err);
+    if (!rc && ndocs > 0)
+        rc = api_rebuild(r->db, txn, NULL, NULL, err);
+    if (rc && r->db->iw)
+        idx_discard(r->db->iw);
+    return rc;
+}
+
+int kvfts_set_config(kvfts_db *db, const char *json, size_t json_len)
+{
+    api_begin(db);
+    int rc = api_check_writable(db);
+    if (rc)
+        return api_finish(db, rc);
+    kv_config cfg;
+    kv_buf compact = KV_BUF_INIT;
+    rc = kv_config_parse(&cfg, json, json_len, &db->err);
+    if (rc)
+        return api_finish(db, rc);
+    kv_config_clear(&cfg);
+    /* The "analysis" member belongs to the tokenizer: let it judge. */
+    tok_analysis *a = NULL;
+    rc = tok_analysis_new(&a, json, json_len, &db->err);
+    tok_analysis_free(a);
+    if (rc)
+        return api_finish(db, rc);   /* the message starts with "config" */
+    rc = kv_json_walk(json, json_len, &compact, NULL, NULL, &db->err);
+    if (!rc) {
+        set_config_req r = { db, compact.data, compact.len };
+        rc = kv_txn_run(db->env, true, set_config_fn, &r, &db->err);
+    }
+    if (!rc)
+        rc = kv_txn_run(db->env, false, api_load_config_fn, db, &db->err);
+    kv_buf_free(&compact);
+    return api_finish(db, rc);
+}
+
+int kvfts_get_config(char **out, size_t *out_len, kvfts_db *db)
+{
+    api_begin(db);
+    *out = NULL;
+    int rc = kv_txn_run(db->env, false, api_load_config_fn, db, &db->err);
+    if (rc)
+        return api_finish(db, rc);
+    const char *s = db->cfg_json.len ? db->cfg_json.data : "{}";
+    size_t n = db->cfg_json.len ? db->cfg_json.len : 2;
+    *out = kv_strndup(s, n);
+    if (!*out)
+        return api_finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
+    if (out_len)
+        *out_len = n;
+    return KVFTS_OK;
+}
+
+/* ---- statistics -------------------------------------------------------- */
+
+static int stats_fn(kv_txn *txn, void *payload, kv_err *err)
+{
+    kvfts_stats *s = payload;
+    int rc = kv_count(txn, KV_DOCS, &s->documents, err);
+    if (!rc)
+        rc = kv_count(txn, KV_COUNTERS, &s->counters, err);
+    if (!rc)
+        rc = kv_count(txn, KV_LOOKUPS, &s->lookup_entries, err);
+    idx_stats is;
+    if (!rc)
+        rc = idx_get_stats(txn, &is, err);
+    if (!rc) {
+        s->terms = is.terms;
+        s->postings = is.postings;
+        s->blocks = is.blocks;
+        s->postings_bytes = is.postings_bytes;
+        s->fields = is.fields;
+        s->skipped_tokens = is.skipped_tokens;
+    }
+    return rc;
+}
+
+int kvfts_get_stats(kvfts_stats *out, kvfts_db *db)
+{
+    api_begin(db);
+    memset(out, 0, sizeof *out);
+    int rc = kv_txn_run(db->env, false, stats_fn, out, &db->err);
+    if (!rc)
+        rc = kv_env_sizes(db->env, &out->disk_bytes, &out->log_bytes,
+                          &db->err);
+    return api_finish(db, rc);
+}
+

@@ -1,8 +1,10 @@
 /*
  * lib/kvfts_int.h -- private to the glue layer of lib/ (lib/kvfts_*.c, which
- * implement include/kvfts.h).  Other modules never include it: they see only
- * lib/kv.h.  It exists so that the public API can be split into files of a
- * reasonable size; the glue is the one place that sees every module.
+ * implement include/kvfts.h).  Other modules never include it: lib/ is on
+ * no include path but the glue's.  It exists so that the public API can be
+ * split into files of a reasonable size; the glue is the one place that
+ * sees every module.  The glue's files call down into kvfts_core.c (and
+ * kvfts_db.c into kvfts_write.c, to free a handle's batch), never back.
  */
 #ifndef KVFTS_INT_H
 #define KVFTS_INT_H
@@ -17,6 +19,7 @@ struct kvfts_db {
     kv_buf cfg_json;         /* the stored config ("" if none) */
     kv_err err;              /* last failure; kvfts_errmsg() */
     kvfts_batch *batch;      /* the open batch, if any */
+    size_t batch_mem;        /* its memory bound */
     kv_buf old_rec;          /* scratch: old document record */
     kv_buf doc_rec;          /* scratch: a search's document records */
     kv_lookup_vals old_lv;   /* scratch: lookup values of the old version */
@@ -41,6 +44,13 @@ void api_begin(kvfts_db *db);
 int api_finish(kvfts_db *db, int rc);
 /** KVFTS_EINVAL (with a message) if db is read-only. */
 int api_check_writable(kvfts_db *db);
+/** KVFTS_EINVAL (with a message) if a batch is open on db. */
+int api_check_no_batch(kvfts_db *db);
+/** The meta.db key of the stored configuration. */
+#define API_CONFIG_KEY "config"
+/** The stored config JSON, borrowed from @p db until the next call on it
+ *  ("" if none). */
+int api_config_json(const char **json, size_t *len, kvfts_db *db);
 /** Load the stored config into db if it changed (rebuilding the analysis and
  *  index writer), inside txn. */
 int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err);

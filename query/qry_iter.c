@@ -35,7 +35,7 @@
  * Lucene does, and it keeps a phrase from scoring when only its words, not
  * the phrase, occur often.  A prefix scores each expanded term that matches.
  */
-#include "query.h"
+#include "qry_int.h"
 
 #include <math.h>
 #include <string.h>

@@ -16,7 +16,7 @@
  * is part of the answer (kvfts_results_total).  Block-max pruning would skip
  * scoring, not counting; it is left for later (README "Query evaluation").
  */
-#include "query.h"
+#include "qry_int.h"
 
 #include <stdlib.h>
 #include <string.h>

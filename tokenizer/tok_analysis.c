@@ -28,7 +28,7 @@
  *    case), each value is tokenized once and every term is emitted twice,
  *    under the field and under "_all", with each field's own positions.
  */
-#include "tokenizer.h"
+#include "tok_int.h"
 
 #include <string.h>
 

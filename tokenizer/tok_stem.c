@@ -32,7 +32,7 @@
  * Stop-word sets.  An open-addressing hash set of short strings, built once
  * from the config and then read-only, so lookups never allocate.
  */
-#include "tokenizer.h"
+#include "tok_int.h"
 
 #include <libstemmer.h>
 #include <string.h>

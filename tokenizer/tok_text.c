@@ -73,7 +73,7 @@
  * Keyword analyzer: the whole value, normalized the same way but without
  * cutting, is one term (empty: none; too long: skipped and counted).
  */
-#include "tokenizer.h"
+#include "tok_int.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -20,7 +20,7 @@
 # buffered write between pages when a fatal signal is pending), and
 # Berkeley DB's recovery trusts a page whose first 4 KiB (with its LSN) are
 # new: with 16 KiB pages about one run in three ended with postings.db
-# damaged after recovery (see lib/kv_store.c).
+# damaged after recovery (see lib/kv/kv_store.c).
 #
 # Without apt's lists (no Debian catalog can be built) the committed
 # 400-package sample stands in, and the test says so.

@@ -1,5 +1,5 @@
 /*
- * fuzz_docrec.c -- fuzz target for the document records (lib/kv_doc.c):
+ * fuzz_docrec.c -- fuzz target for the document records (lib/kv/kv_doc.c):
  * arbitrary bytes as a record of docs.db, optionally with arbitrary bytes
  * as the database's zstd dictionary (meta.db "docdict").  Bytes read from
  * disk are untrusted (STYLE.md §4): a damaged record or dictionary must be

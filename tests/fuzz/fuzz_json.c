@@ -1,5 +1,5 @@
 /*
- * fuzz_json.c -- fuzz target for JSON ingestion (lib/kv_json.c, kv_doc.c's
+ * fuzz_json.c -- fuzz target for JSON ingestion (lib/kv/kv_json.c, kv_doc.c's
  * key checks, kv_config.c): the path every document, key and configuration
  * takes before anything is stored.
  *

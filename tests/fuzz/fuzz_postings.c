@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "index.h"
+#include "idx_int.h"
 #include "kv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "index.h"
+#include "idx_int.h"
 #include "kv.h"
 
 static const char *outdir;

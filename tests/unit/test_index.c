@@ -1,5 +1,5 @@
 /*
- * test_index.c -- unit tests of the inverted index (index/index.h) and its
+ * test_index.c -- unit tests of the inverted index (index/include/index.h) and its
  * public face: the block and header codecs (round trips; every truncation
  * and byte flip is either rejected as corrupt or decodes to a consistent
  * block, never read out of bounds), block boundaries (one block, one block
@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "index.h"
+#include "idx_int.h"
 #include <streamvbyte.h>
 #include <string.h>
 #include "kvfts.h"

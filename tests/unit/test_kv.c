@@ -1,5 +1,5 @@
 /*
- * test_kv.c -- unit tests of the kv layer (lib/kv.h): UTF-8 checks, the JSON
+ * test_kv.c -- unit tests of the kv layer (lib/kv/include/kv.h): UTF-8 checks, the JSON
  * walker, keys and names, buffers, the allocation fault hook, Berkeley DB
  * storage (records, cursors, duplicates, transactions, deadlock retry),
  * documents, sequences, counters, config parsing and lookups.

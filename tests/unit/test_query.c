@@ -1,5 +1,5 @@
 /*
- * test_query.c -- unit tests of the query evaluator (query/query.h) and of
+ * test_query.c -- unit tests of the query evaluator (query/include/query.h) and of
  * kvfts_search():
  *   - the parser: every syntax form, precedence, analysis of words (phrases
  *     from several terms, stop words, numbers, stemming), and every error

@@ -1,5 +1,5 @@
 /*
- * lib/kv.h -- the internal interface of the bottom layer of kvfts ("kv"):
+ * lib/kv/include/kv.h -- the internal interface of the bottom layer of kvfts ("kv"):
  * errors, allocation, byte buffers, UTF-8 checks, the JSON walker, and the
  * Berkeley DB storage of documents, doc ids, counters, lookups and metadata.
  *
@@ -234,8 +234,10 @@ int kv_txn_run(kv_env *env, bool write, kv_txn_fn fn, void *payload,
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KV_RETRY, KVFTS_ERROR. */
 int kv_get(kv_txn *txn, kv_space space, const void *key, size_t klen,
            kv_buf *val, bool for_update, kv_err *err);
-/** The slot of @p txn's handle for the document codec (kv_doc.c). */
-struct kv_doc_codec **kv_txn_doc_codec(kv_txn *txn);
+/** A slot in @p txn's handle for per-handle state of the file that owns it
+ *  (kv_doc.c's document codec); kv_env_close() frees what it holds with
+ *  @p slot_free. */
+void **kv_txn_slot(kv_txn *txn, void (*slot_free)(void *));
 /** A number that tells @p txn apart from every other transaction of its
  *  handle (they count up from 1). */
 uint64_t kv_txn_serial(const kv_txn *txn);
@@ -339,10 +341,6 @@ typedef struct kv_doc {
     size_t json_len;     /* into */
 } kv_doc;
 
-/** Per-handle state of the document codec (kv_doc.c): made on first use,
- *  kept in the handle's slot (kv_txn_doc_codec), freed by kv_env_close(). */
-typedef struct kv_doc_codec kv_doc_codec;
-void kv_doc_codec_free(kv_doc_codec *c);   /* NULL: no-op */
 
 /** Read the document at key into @p buf and decode it into @p out.
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECORRUPT, KV_RETRY, ... */

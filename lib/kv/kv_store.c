@@ -90,7 +90,8 @@ struct kv_env {
     DB **db;                     /* sh->db */
     char *dir;
     bool read_only;
-    struct kv_doc_codec *codec;  /* kv_doc.c's, per handle */
+    void *slot;                  /* a layer above's per-handle state */
+    void (*slot_free)(void *);   /* and how to free it */
     uint64_t txns;               /* transactions begun: serial numbers */
 };
 
@@ -561,9 +562,10 @@ int kv_env_open(kv_env **out, const char *dir, const kv_env_options *o,
     return KVFTS_OK;
 }
 
-struct kv_doc_codec **kv_txn_doc_codec(kv_txn *t)
+void **kv_txn_slot(kv_txn *t, void (*slot_free)(void *))
 {
-    return &t->env->codec;
+    t->env->slot_free = slot_free;
+    return &t->env->slot;
 }
 
 uint64_t kv_txn_serial(const kv_txn *t)
@@ -575,7 +577,8 @@ void kv_env_close(kv_env *e)
 {
     if (!e)
         return;
-    kv_doc_codec_free(e->codec);
+    if (e->slot && e->slot_free)
+        e->slot_free(e->slot);
     shared_env *sh = e->sh;
     if (sh) {
         pthread_mutex_lock(&shared_mu);

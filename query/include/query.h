@@ -1,5 +1,5 @@
 /*
- * query/query.h -- the query evaluator of kvfts: the one header other modules
+ * query/include/query.h -- the query evaluator of kvfts: the one header other modules
  * (lib/kvfts_search.c) include from query/.
  *
  * A search runs in three steps, each in its own file:
@@ -82,67 +82,6 @@ void qry_node_free(qry_node *n);            /* NULL: no-op */
 /** A canonical one-line form of a plan, for tests and debugging:
  *  AND(f:a, -f:b, OR(f:c, f:d), f:"x y", f:"x _ y" (a gap), f:pre*), EMPTY. */
 int qry_node_dump(const qry_node *n, kv_buf *out, kv_err *err);
-
-/* ------------------------------------------------------------------------ */
-/* Iterators (qry_iter.c)                                                    */
-
-/** Status of an iterator move (RediSearch's IteratorStatus).  Errors are the
- *  negative kvfts_status codes, with err set; after one the iterator may
- *  only be freed.
- *   QRY_OK        positioned on a match; for skip_to, on exactly the target
- *   QRY_NOTFOUND  skip_to only: positioned on the first match after target
- *   QRY_EOF       no more matches; docid is UINT32_MAX from now on */
-typedef enum qry_status {
-    QRY_OK = 0,
-    QRY_NOTFOUND = 1,
-    QRY_EOF = 2
-} qry_status;
-
-typedef struct qry_ctx qry_ctx;
-typedef struct qry_iter qry_iter;
-
-/** A posting iterator over internal doc ids, in ascending order.  Before the
- *  first move docid is 0 (ids start at 1). */
-struct qry_iter {
-    /** Move to the next match. */
-    int (*next)(qry_iter *it, kv_err *err);
-    /** Move to the first match with id >= @p docid; never backwards (a
-     *  target at or before the current match reports on the current one). */
-    int (*skip_to)(qry_iter *it, uint32_t docid, kv_err *err);
-    /** Add the BM25 score of the current match to *@p sum. */
-    int (*score)(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err);
-    void (*free)(qry_iter *it);
-    uint32_t docid;       /* the current match */
-    uint64_t est;         /* at most this many matches (orders AND kids) */
-    bool eof;
-};
-
-/** Search state shared by the iterators of one search: the transaction,
- *  per-field statistics and the current document's field lengths. */
-int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err);
-void qry_ctx_free(qry_ctx *cx);             /* NULL: no-op */
-
-/** Build the iterator of plan @p n (postings opened in @p cx's transaction;
- *  prefixes expanded).  A term that is absent gives an iterator at EOF, and
- *  makes its AND one.
- *  @return KVFTS_OK, KVFTS_EINVAL (a prefix expands past QRY_MAX_EXPANSION;
- *          a phrase on terms stored without positions), KVFTS_ENOMEM,
- *          KVFTS_ECORRUPT, KV_RETRY, KVFTS_ERROR. */
-int qry_iter_build(qry_iter **out, qry_ctx *cx, const qry_node *n,
-                   kv_err *err);
-void qry_iter_free(qry_iter *it);           /* NULL: no-op */
-
-/** Rank with the length columns of @p c (idx_lens_cache) for the fields of
- *  @p cx: those already cached, and the others too when the query may
- *  match @p est documents, a good part of a field's. */
-int qry_ctx_columns(qry_ctx *cx, idx_lens_cache *c, uint64_t est,
-                    kv_err *err);
-
-/** BM25 of one (field, term) leaf: @p idf as qry_idf(), term frequency
- *  @p tf, field length @p dl and average field length @p avgdl. */
-double qry_bm25(double idf, double tf, double dl, double avgdl);
-/** ln(1 + (N - df + 0.5) / (df + 0.5)). */
-double qry_idf(uint64_t n_docs, uint64_t df);
 
 /* ------------------------------------------------------------------------ */
 /* Running a search (qry_run.c)                                              */

@@ -53,7 +53,7 @@
  * (its transaction may have aborted), and reads it back with a write lock
  * before storing its own, so two writers cannot store two.  Decompressing
  * one document costs about a microsecond.  The zstd contexts are per handle
- * (kv_txn_doc_codec), made on first use; their allocations do not go
+ * (kv_txn_slot), made on first use; their allocations do not go
  * through kv_malloc (as YAJL's do not), so the fault hook cannot fail them,
  * but a failure is still reported as KVFTS_ENOMEM.
  *
@@ -163,7 +163,7 @@ int kv_name_check(const char *what, const char *name, size_t nlen,
 #define SAMPLE_DOCS 1000u            /* documents it is trained on */
 #define SAMPLE_BYTES (1024u * 1024u)
 
-struct kv_doc_codec {
+typedef struct kv_doc_codec {
     ZSTD_CCtx *c;          /* made on the first write */
     ZSTD_DCtx *d;          /* made on the first read of a zstd record */
     /* The database's dictionary, once it has one. */
@@ -177,7 +177,7 @@ struct kv_doc_codec {
     size_t *sizes;
     unsigned nsamples;
     bool no_dict;          /* training failed: write without one */
-};
+} kv_doc_codec;
 
 static void drop_dict(kv_doc_codec *c)
 {
@@ -196,8 +196,9 @@ static void drop_samples(kv_doc_codec *c)
     c->nsamples = 0;
 }
 
-void kv_doc_codec_free(kv_doc_codec *c)
+static void codec_free(void *p)
 {
+    kv_doc_codec *c = p;
     if (!c)
         return;
     ZSTD_freeCCtx(c->c);
@@ -209,8 +210,8 @@ void kv_doc_codec_free(kv_doc_codec *c)
 
 static kv_doc_codec *codec(kv_txn *txn, kv_err *err)
 {
-    kv_doc_codec **slot = kv_txn_doc_codec(txn);
-    if (!*slot && !(*slot = kv_calloc(1, sizeof **slot)))
+    void **slot = kv_txn_slot(txn, codec_free);
+    if (!*slot && !(*slot = kv_calloc(1, sizeof(kv_doc_codec))))
         kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     return *slot;
 }
