@@ -85,6 +85,12 @@ KVFTS_EXTERN(const char *) kvfts_errmsg(const kvfts_db *db);
  *  speaks of (e.g. where a JSON document stops being valid), or -1. */
 KVFTS_EXTERN(long long) kvfts_errpos(const kvfts_db *db);
 
+/** The first warning of @p db's life: a call that succeeded but met a
+ *  failure that did not undo it -- a write is committed and durable, and the
+ *  checkpoint that followed it failed (a full disk).  Owned by @p db, never
+ *  NULL ("" when there was none). */
+KVFTS_EXTERN(const char *) kvfts_warning(const kvfts_db *db);
+
 /** A static description of a status code. */
 KVFTS_EXTERN(const char *) kvfts_strerror(int status);
 

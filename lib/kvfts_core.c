@@ -57,8 +57,17 @@ void api_begin(kvfts_db *db)
     kv_err_clear(&db->err);
 }
 
+const char *kvfts_warning(const kvfts_db *db)
+{
+    return db ? db->warning : "";
+}
+
 int api_finish(kvfts_db *db, int rc)
 {
+    /* A write that committed and then met a failure that does not undo it
+     * (a checkpoint on a full disk): the first one is kept. */
+    if (db->env && !db->warning[0])
+        kv_env_take_warning(db->env, db->warning, sizeof db->warning);
     if (rc == KV_RETRY)  /* never leaves lib/ */
         rc = kv_seterr(&db->err, KVFTS_EBUSY, "deadlock");
     if (rc == KVFTS_OK)

@@ -18,6 +18,7 @@ struct kvfts_db {
     kv_config cfg;           /* parsed from cfg_json */
     kv_buf cfg_json;         /* the stored config ("" if none) */
     kv_err err;              /* last failure; kvfts_errmsg() */
+    char warning[KV_ERRMSG_MAX + 128]; /* first warning; kvfts_warning() */
     kvfts_batch *batch;      /* the open batch, if any */
     size_t batch_mem;        /* its memory bound */
     kv_buf old_rec;          /* scratch: old document record */

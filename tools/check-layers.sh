@@ -40,9 +40,11 @@ src_of() {   # the source path (from the top of the tree) of object $1
     echo "${m%.o}"
 }
 
+top=$(cd "$(dirname "$0")/.." && pwd)
 {
     for o in "${objs[@]}"; do
         s=$(src_of "$o")
+        [ -f "$top/$s" ] || continue     # a stale object of a removed file
         nm --defined-only "$o" | awk -v s="$s" '$2 ~ /^[TDBRC]$/ { print "D", s, $3 }'
         nm --undefined-only "$o" | awk -v s="$s" '{ print "U", s, $NF }'
     done

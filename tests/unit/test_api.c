@@ -637,6 +637,39 @@ static void test_corrupt_record(void **state)
     assert_int_equal(kvfts_incr(&v, f->db, S("c"), 1, NULL), KVFTS_ECORRUPT);
 }
 
+/* A write whose commit succeeded reports success even when the checkpoint
+ * after it fails (a disk that fills then): the write is durable, and the
+ * failure is the handle's warning, not the write's status (issue 13, 2). */
+static void test_checkpoint_failure_after_commit(void **state)
+{
+    fx *f = *state;
+    assert_string_equal(kvfts_warning(f->db), "");
+    kv_test_fail_checkpoints(true);
+    uint64_t cas = 0;
+    int rc = kvfts_put(&cas, f->db, S("k1"), S("{\"a\":\"durable\"}"), 0);
+    kvfts_batch *b = NULL;
+    int brc = kvfts_batch_begin(&b, f->db);
+    if (!brc)
+        brc = kvfts_batch_write(b, KVFTS_UPSERT, S("k2"), S("{\"a\":2}"));
+    if (!brc)
+        brc = kvfts_batch_commit(b);
+    kvfts_batch_free(b);
+    kv_test_fail_checkpoints(false);
+    assert_int_equal(rc, KVFTS_OK);
+    assert_int_equal(brc, KVFTS_OK);
+    assert_true(cas != 0);
+    if (!strstr(kvfts_warning(f->db), "committed") ||
+        !strstr(kvfts_warning(f->db), "checkpoint"))
+        fail_msg("warning '%s'", kvfts_warning(f->db));
+    /* Durable: a new handle (the first is closed) reads both. */
+    kvfts_close(f->db);
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    assert_int_equal(kvfts_open(&f->db, f->dir, &o), KVFTS_OK);
+    assert_doc(f->db, "k1", "{\"a\":\"durable\"}");
+    assert_doc(f->db, "k2", "{\"a\":2}");
+    assert_string_equal(kvfts_warning(f->db), "");
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -653,6 +686,7 @@ int main(void)
         T(test_alloc_failures),
         T(test_batch_split),
         T(test_corrupt_record),
+        T(test_checkpoint_failure_after_commit),
     };
     return cmocka_run_group_tests_name("unit.api", tests, NULL, NULL);
 }

@@ -208,6 +208,14 @@ int kv_env_log_bytes(kv_env *env, uint64_t *out, kv_err *err);
 int kv_env_sizes(kv_env *env, uint64_t *db_bytes, uint64_t *log_bytes,
                  kv_err *err);
 
+/** If a checkpoint failed after a commit of this handle succeeded (the disk
+ *  filled), copy its message into @p buf and clear it; false if none.  A
+ *  write's status is its commit's: a failed checkpoint is reported apart. */
+bool kv_env_take_warning(kv_env *env, char *buf, size_t cap);
+/** Test hook: in this thread, checkpoints after commits fail as a full disk
+ *  would make them. */
+void kv_test_fail_checkpoints(bool on);
+
 /** Begin a transaction: a write transaction, or a snapshot read (readers
  *  never wait for writers). */
 int kv_txn_begin(kv_txn **out, kv_env *env, bool write, kv_err *err);

@@ -1,0 +1,1378 @@
+/*
+ * kv_env.c -- the Berkeley DB 5.3 environment of a kvfts database: opening
+ * it (with recovery), the processes that share it, transactions (the one
+ * place they commit), deadlock handling, checkpoints and log removal.
+ * With kv_bdb.c (error translation) and kv_records.c (records, cursors),
+ * through lib/kv/kv_int.h, the only code that talks to Berkeley DB.
+ *
+ * Directory layout (one environment, "beside" each other):
+ *
+ *   DIR/keys.db       B-tree  user key            -> key record: doc id
+ *   DIR/docs.db       B-tree  be32 internal id    -> doc record: CAS, key,
+ *                                                    JSON (both in kv_doc.c)
+ *   DIR/postings.db   B-tree  index/ owns keys and values (segments)
+ *   DIR/lookups.db    B-tree, sorted duplicates:  "NAME::VALUE" -> user key
+ *   DIR/counters.db   B-tree  NAME                -> be64 two's complement
+ *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 3"
+ *   DIR/doclens.db    B-tree  index/ owns: be32 id -> field lengths
+ *   DIR/DB_CONFIG     the environment's settings (the cache size chosen at
+ *                     init), read by every process that opens it
+ *   DIR/log.*         the transaction log (one 4 MiB file after a checkpoint)
+ *   DIR/kvfts.lock    the process registry (below)
+ *   __db.*            Berkeley DB's shared regions, only while a process has
+ *                     the database open, in /dev/shm/kvfts-ID or DIR (below)
+ *
+ * The logical keys users see ("count::user", "meta::config",
+ * "customer_ref::12345", "fts::_all::fox") map onto these files by prefix.
+ *
+ * Transactions.  DB_INIT_TXN|LOCK|LOG|MPOOL.  Every database is opened
+ * DB_MULTIVERSION, and readers use DB_TXN_SNAPSHOT transactions: a reader
+ * never waits for a writer and never sees half a transaction.  Deadlocks are
+ * detected on every lock conflict (DB_LOCK_DEFAULT); the victim's operation
+ * returns KV_RETRY, and kv_txn_run() aborts and retries the whole
+ * transaction.  Commits are synchronous (the log is flushed), so a crash
+ * loses no committed write.  After commits, a checkpoint runs once every
+ * CHECKPOINT_KB of log, and log files no longer needed for recovery are
+ * removed, so the log does not grow without bound.  A commit's status is the
+ * commit's: a checkpoint that fails after it is a warning of the handle
+ * (kv_env_take_warning), never a failed write.
+ *
+ * Processes, crashes and recovery: the registry.  Berkeley DB keeps its
+ * state in shared regions (__db.0NN, mapped by every process).  A process
+ * that dies with the environment open leaves its locks, its transaction and
+ * maybe a latch behind.  Berkeley DB's own DB_REGISTER answers that by
+ * running recovery in the next process that opens, which makes every other
+ * process fail with DB_RUNRECOVERY, and it allows one DB_ENV per process,
+ * closed and reopened only as a whole.  kvfts keeps its own registry
+ * instead, DIR/kvfts.lock, with Linux open-file-description locks (which,
+ * unlike fcntl's process locks, closing another descriptor of the file does
+ * not drop):
+ *
+ *   byte REG_DOOR          held exclusively while a process registers,
+ *                          cleans up after a dead one, recovers, or removes
+ *                          the environment at the last close;
+ *   REG_SLOTS + 16*i ...   slot i: 'L' and the pid of a live process, which
+ *                          holds a write lock on the slot's first byte as
+ *                          long as it has the database open.
+ *
+ * A slot marked 'L' whose lock nobody holds belongs to a process that died.
+ * The process that finds one runs Berkeley DB's failchk (which releases the
+ * dead process's locks and aborts its transactions, with is_alive answered
+ * from this registry, so a reused pid is not mistaken for the dead one);
+ * only when the dead process was inside Berkeley DB (failchk says
+ * DB_RUNRECOVERY) does it run recovery, by removing the regions and opening
+ * with DB_RECOVER.  Survivors that then get DB_RUNRECOVERY are not failed:
+ * their instance of the environment is marked dead, the operation returns
+ * KV_RETRY (kv_txn_run and batches redo it), and the next transaction opens
+ * a new instance, joining the recovered environment.  Survivors also run
+ * failchk themselves once a second or so when they begin a transaction, so
+ * a dead reader's snapshot does not pin old page versions for ever.  Only
+ * what the dead process had not committed is gone.
+ *
+ * Where the regions live (home_decide): in a private directory of /dev/shm
+ * (a tmpfs: memory, like any shared mapping) when there is room, else in
+ * the database directory; the first process to open chooses and writes its
+ * choice in the registry's header, the others follow it.  The database
+ * directory then holds the data, the log, DB_CONFIG and the registry, and
+ * a full disk never keeps the database from opening for reads.  The last
+ * process to close (no other live slot) checkpoints and removes the
+ * regions, with the page-version "freezer" files Berkeley DB may have made
+ * beside them; the next process creates them afresh.  (As SQLite does with
+ * its -shm and -wal files.)  KVFTS_REGIONS_IN_DIR=1 keeps them in the
+ * database directory (for tests of a full disk).
+ *
+ * One environment per directory per process: handles of one process share
+ * an instance (opened DB_THREAD) through a reference-counted table keyed by
+ * the directory's device and inode, guarded by a mutex.  This table is the
+ * only process-wide state in kvfts.  kv_env is the per-handle view; a
+ * kv_txn holds the instance it began in, which lives until its last user
+ * is gone even when a new one has replaced it.
+ */
+/* F_OFD_* locks are Linux's. */
+#define _GNU_SOURCE
+#include "kv_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <limits.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_CACHE (64u * 1024u * 1024u)
+#define CHECKPOINT_KB 16384        /* checkpoint after this much log */
+#define MAX_RETRIES 50
+#define FORMAT_KEY "format"
+#define FORMAT_VAL "kvfts 3"
+#define RESERVE_MB 32u             /* kept free for reopening, recovery */
+#define OPEN_MB 4u                 /* free space an open needs */
+#define FAILCHK_NS 1000000000ll    /* a survivor's failchk, at most this often */
+
+#define REG_FILE "kvfts.lock"
+#define REG_DOOR 0
+#define REG_HEAD 1                 /* the header: where the regions are */
+#define REG_HEAD_LEN 255
+#define REG_SLOTS 256
+#define REG_SLOT 16
+#define SHM_DIR "/dev/shm"
+#define REG_MAX 4096               /* processes at once */
+
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static shared_env *shared_list;  /* guarded by shared_mu */
+
+/* Test hook: checkpoints after commits fail (kv_test_fail_checkpoints). */
+static _Thread_local bool tls_fail_checkpoints;
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+void kv_test_fail_checkpoints(bool on)
+{
+    tls_fail_checkpoints = on;
+}
+
+static int check_dir(const char *dir, bool create, kv_err *err)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return kv_seterr(err, KVFTS_EINVAL,
+                             "database '%s': not a directory", dir);
+        return KVFTS_OK;
+    }
+    if (errno != ENOENT)
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': %s", dir,
+                         strerror(errno));
+    if (!create)
+        return kv_seterr(err, KVFTS_ENOTFOUND,
+                         "database '%s': no such directory (create it with "
+                         "'kvfts init %s')", dir, dir);
+    if (mkdir(dir, 0755) != 0)
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot create "
+                         "directory: %s", dir, strerror(errno));
+    return KVFTS_OK;
+}
+
+/*
+ * A file system that fills up must not take the database with it.  Two
+ * things go wrong when Berkeley DB meets a full disk: its region files
+ * (__db.0NN: the cache, locks, log buffer) are sparse files it maps and
+ * grows as it allocates, so touching a page the file system cannot back
+ * kills the process with SIGBUS; and once a write has failed for space,
+ * the next open still needs room (the log buffer is flushed, the files are
+ * registered in the log, recovery writes a checkpoint) and fails too.  So
+ * kvfts keeps room free: an open needs the region files' possible growth
+ * plus OPEN_MB, and a write transaction does not begin unless RESERVE_MB
+ * more are free.  A write refused this way is a clear error, and the
+ * database, with every commit before it, opens and reads as before.  The
+ * regions' size follows the cache (REGION_MAX bounds what they may take:
+ * the cache, about as much again for page versions' headers, mutexes and
+ * locks, and a fixed part).
+ */
+#define REGION_MAX(cache) ((cache) * 2 + (48u << 20))
+
+/* Bytes the region files at home may still allocate. */
+static uint64_t region_growth(const char *dir, uint64_t cache)
+{
+    uint64_t have = 0;
+    /* __db.001, __db.002, ...: numbered without gaps. */
+    for (int i = 1; i <= 9; i++) {
+        char name[16], p[4096];
+        struct stat st;
+        snprintf(name, sizeof name, "__db.%03d", i);
+        if (kv__path_join(p, sizeof p, dir, name, NULL) || stat(p, &st) != 0)
+            break;
+        have += (uint64_t)st.st_blocks * 512u;
+    }
+    uint64_t max = REGION_MAX(cache);
+    return have >= max ? 0 : max - have;
+}
+
+static uint64_t fs_avail(const char *path)
+{
+    struct statvfs v;
+    if (statvfs(path, &v) != 0)
+        return UINT64_MAX;          /* cannot tell: Berkeley DB will */
+    return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+/* KVFTS_OK if the database's file system has extra_mb free, and the
+ * regions' file system room for their growth (the same file system when
+ * the regions are in the database directory). */
+static int space_check(const shared_env *sh, uint64_t cache,
+                       unsigned extra_mb, const char *what, kv_err *err)
+{
+    const char *dir = sh->dir;
+    uint64_t growth = sh->home[0] ? region_growth(sh->home, cache)
+                                  : REGION_MAX(cache);
+    uint64_t avail = fs_avail(dir);
+    uint64_t need = ((uint64_t)extra_mb << 20) + (sh->home_shm ? 0 : growth);
+    const char *where = sh->home_shm ? "" : " + ";
+    if (avail >= need) {
+        if (!sh->home_shm || fs_avail(sh->home) >= growth)
+            return KVFTS_OK;
+        avail = fs_avail(sh->home);
+        return kv_seterr(err, KVFTS_ERROR,
+                         "database '%s': no room in %s for %s: %llu MB free, "
+                         "its shared memory may still take %llu MB; free "
+                         "some space there and retry", dir, SHM_DIR, what,
+                         (unsigned long long)(avail >> 20),
+                         (unsigned long long)((growth + (1u << 20) - 1) >>
+                                              20));
+    }
+    return kv_seterr(err, KVFTS_ERROR,
+                     "database '%s': no space left on device for %s: %llu "
+                     "MB free, kvfts needs %llu MB free (%u MB%s%s%s) so "
+                     "that the database can always be reopened and "
+                     "recovered; free some space and retry",
+                     dir, what, (unsigned long long)(avail >> 20),
+                     (unsigned long long)((need + (1u << 20) - 1) >> 20),
+                     extra_mb, extra_mb == RESERVE_MB ? " kept in reserve"
+                                                      : " to open",
+                     where, sh->home_shm ? "" : "MB its shared-memory files "
+                     "may still take");
+}
+
+/* ---- DB_CONFIG: the cache size chosen at init ----------------------------
+ *
+ * The regions are made afresh by the first process to open, so what sizes
+ * them must be stored with the database: Berkeley DB reads DIR/DB_CONFIG
+ * at every open, and kvfts reads its set_cachesize line too, to size the
+ * mutex table and the free-space check before the regions exist. */
+
+static uint64_t config_cache(const char *dir)
+{
+    char p[4096], line[256];
+    uint64_t cache = DEFAULT_CACHE;
+    if (kv__path_join(p, sizeof p, dir, "DB_CONFIG", NULL))
+        return cache;
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return cache;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long gb, b;
+        int n;
+        if (sscanf(line, " set_cachesize %llu %llu %d", &gb, &b, &n) == 3 &&
+            gb < 1024 && (gb || b)) {
+            cache = (uint64_t)gb * (1ull << 30) + b;
+            break;
+        }
+    }
+    fclose(f);
+    return cache;
+}
+
+static int config_write(const char *dir, uint64_t cache, kv_err *err)
+{
+    char p[4096], tmp[4096];
+    int rc = kv__path_join(p, sizeof p, dir, "DB_CONFIG", err);
+    if (!rc)
+        rc = kv__path_join(tmp, sizeof tmp, dir, "DB_CONFIG.tmp", err);
+    if (rc)
+        return rc;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot write "
+                         "DB_CONFIG: %s", dir, strerror(errno));
+    fprintf(f, "# Berkeley DB environment settings of this kvfts database,\n"
+               "# read by every process that opens it.\n"
+               "set_cachesize %llu %llu 1\n",
+            (unsigned long long)(cache >> 30),
+            (unsigned long long)(cache & ((1ull << 30) - 1)));
+    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, p) != 0) {
+        unlink(tmp);
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot write "
+                         "DB_CONFIG: %s", dir, strerror(errno));
+    }
+    return KVFTS_OK;
+}
+
+/* ---- the process registry (DIR/kvfts.lock) ------------------------------ */
+
+static int reg_lock(int fd, off_t at, short type, bool wait)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    for (;;) {
+        if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
+            return 0;
+        if (errno != EINTR || !wait)
+            return -1;
+    }
+}
+
+/* True if another open file description holds a lock on byte at. */
+static bool reg_held(int fd, off_t at)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return true;                    /* cannot tell: take it as alive */
+    return fl.l_type != F_UNLCK;
+}
+
+typedef struct reg_slot {
+    char mark;                          /* 'L': registered */
+    long pid;
+} reg_slot;
+
+static bool reg_read(int fd, long i, reg_slot *s)
+{
+    char b[REG_SLOT + 1];
+    ssize_t n = pread(fd, b, REG_SLOT, REG_SLOTS + (off_t)i * REG_SLOT);
+    if (n != REG_SLOT)
+        return false;
+    b[REG_SLOT] = '\0';
+    s->mark = b[0];
+    s->pid = strtol(b + 1, NULL, 10);
+    return true;
+}
+
+static void reg_write(int fd, long i, char mark, long pid)
+{
+    char b[REG_SLOT + 1];
+    snprintf(b, sizeof b, "%c%14ld\n", mark, pid);
+    if (pwrite(fd, b, REG_SLOT, REG_SLOTS + (off_t)i * REG_SLOT) != REG_SLOT) {
+        /* The lock, not the mark, says who is alive: a mark not written
+         * only makes a later process look at a free slot. */
+    }
+}
+
+/* What the slots say, other than ours: live processes, and dead ones (a
+ * mark without a lock).  The door must be held. */
+static void reg_scan(shared_env *sh, int *alive, int *dead)
+{
+    *alive = *dead = 0;
+    reg_slot s;
+    for (long i = 0; i < REG_MAX && reg_read(sh->reg_fd, i, &s); i++) {
+        if (i == sh->slot || s.mark != 'L')
+            continue;
+        if (reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT))
+            (*alive)++;
+        else
+            (*dead)++;
+    }
+}
+
+/* Clear the marks of dead processes (after failchk or recovery). */
+static void reg_clear_dead(shared_env *sh)
+{
+    reg_slot s;
+    for (long i = 0; i < REG_MAX && reg_read(sh->reg_fd, i, &s); i++)
+        if (i != sh->slot && s.mark == 'L' &&
+            !reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT))
+            reg_write(sh->reg_fd, i, '-', 0);
+}
+
+/* Open the registry and take a slot.  Leaves the door locked. */
+static int reg_join(shared_env *sh, kv_err *err)
+{
+    char p[4096];
+    int rc = kv__path_join(p, sizeof p, sh->dir, REG_FILE, err);
+    if (rc)
+        return rc;
+    sh->reg_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (sh->reg_fd < 0)
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot open: %s "
+                         "(the directory must be writable, even to read)",
+                         sh->dir, strerror(errno));
+    if (reg_lock(sh->reg_fd, REG_DOOR, F_WRLCK, true) != 0)
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot lock %s: "
+                         "%s", sh->dir, REG_FILE, strerror(errno));
+    reg_slot s;
+    long i;
+    for (i = 0; i < REG_MAX; i++) {
+        bool have = reg_read(sh->reg_fd, i, &s);
+        if (have && s.mark == 'L')
+            continue;              /* live, or dead and not cleaned yet */
+        if (reg_lock(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT, F_WRLCK,
+                     false) == 0)
+            break;
+    }
+    if (i == REG_MAX)
+        return kv_seterr(err, KVFTS_EBUSY, "database '%s': more than %d "
+                         "processes have it open", sh->dir, REG_MAX);
+    sh->slot = i;
+    reg_write(sh->reg_fd, i, 'L', (long)getpid());
+    return KVFTS_OK;
+}
+
+static void reg_door_unlock(shared_env *sh)
+{
+    reg_lock(sh->reg_fd, REG_DOOR, F_UNLCK, false);
+}
+
+static void reg_leave(shared_env *sh)
+{
+    if (sh->reg_fd < 0)
+        return;
+    if (sh->slot >= 0)
+        reg_write(sh->reg_fd, sh->slot, '-', 0);
+    close(sh->reg_fd);              /* drops the slot and the door */
+    sh->reg_fd = -1;
+    sh->slot = -1;
+}
+
+
+/* The registry's header: the home of the environment (the directory that
+ * holds its regions) and the boot it was made in. */
+typedef struct reg_head {
+    bool valid;
+    char kind;                      /* 'S': SHM_DIR/kvfts-ID; 'L': DIR */
+    char id[40];                    /* hex */
+    char boot[40];                  /* /proc/sys/kernel/random/boot_id */
+} reg_head;
+
+static void boot_id(char out[40])
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f)
+        return;
+    if (!fgets(out, 40, f))
+        out[0] = '\0';
+    fclose(f);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+static void reg_head_read(int fd, reg_head *h)
+{
+    char b[REG_HEAD_LEN + 1];
+    memset(h, 0, sizeof *h);
+    ssize_t n = pread(fd, b, REG_HEAD_LEN, REG_HEAD);
+    if (n <= 0)
+        return;
+    b[n] = '\0';
+    char kind;
+    if (sscanf(b, "kvfts-registry 1 home %c %39s boot %39s", &kind, h->id,
+               h->boot) == 3 && (kind == 'S' || kind == 'L')) {
+        h->kind = kind;
+        h->valid = true;
+    }
+}
+
+static int reg_head_write(int fd, const reg_head *h)
+{
+    char b[REG_HEAD_LEN];
+    memset(b, ' ', sizeof b);
+    int n = snprintf(b, sizeof b, "kvfts-registry 1 home %c %s boot %s\n",
+                     h->kind, h->id, h->boot);
+    if (n < 0 || (size_t)n >= sizeof b)
+        return -1;
+    b[n] = ' ';
+    b[sizeof b - 1] = '\n';
+    return pwrite(fd, b, sizeof b, REG_HEAD) == (ssize_t)sizeof b ? 0 : -1;
+}
+
+/* The path of a header's home into sh->home. */
+static int home_path(shared_env *sh, const reg_head *h, kv_err *err)
+{
+    int n = h->kind == 'S'
+                ? snprintf(sh->home, sizeof sh->home, "%s/kvfts-%s", SHM_DIR,
+                           h->id)
+                : snprintf(sh->home, sizeof sh->home, "%s", sh->dir);
+    if (n < 0 || (size_t)n >= sizeof sh->home)
+        return kv_seterr(err, KVFTS_EINVAL, "path too long: %s", sh->dir);
+    sh->home_shm = h->kind == 'S';
+    return KVFTS_OK;
+}
+
+/* Remove the regions (and freezer files) of the environment at home, and
+ * the home itself when it is a directory of SHM_DIR. */
+static void home_remove(const char *home, bool shm)
+{
+    DB_ENV *e = NULL;
+    struct stat st;
+    if (stat(home, &st) != 0)
+        return;
+    if (db_env_create(&e, 0) == 0) {
+        e->set_errcall(e, kv__on_bdb_error);
+        e->remove(e, home, DB_FORCE);
+    }
+    if (shm)
+        rmdir(home);
+}
+
+/*
+ * Where the regions live.  They are Berkeley DB's working memory, not the
+ * user's data: by default they go to a private directory of SHM_DIR (a
+ * tmpfs, memory like any shared mapping), so that the database directory
+ * holds only the data, the log and two small files, and a full disk never
+ * keeps the database from opening.  Without a usable SHM_DIR (no such
+ * tmpfs, or less room in it than the regions may take) they stay in the
+ * database directory.  The first process to open (no other alive) chooses
+ * and writes its choice into the registry's header; the others follow it.
+ * *@p recover tells whether the environment must be recovered from the
+ * log: a process died with it open and its regions are gone or stale (a
+ * new boot), or regions were left behind.  The door must be held.
+ */
+static int home_decide(shared_env *sh, uint64_t cache, bool *recover,
+                       kv_err *err)
+{
+    reg_head h;
+    char boot[40];
+    int alive, dead;
+    reg_head_read(sh->reg_fd, &h);
+    boot_id(boot);
+    reg_scan(sh, &alive, &dead);
+    bool new_boot = h.valid && boot[0] && strcmp(h.boot, boot) != 0;
+    *recover = false;
+    if (alive > 0 && !new_boot) {
+        if (!h.valid)
+            return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s has no "
+                             "valid header while processes have it open",
+                             sh->dir, REG_FILE);
+        int rc = home_path(sh, &h, err);
+        char p[PATH_MAX];
+        struct stat st;
+        if (!rc && (kv__path_join(p, sizeof p, sh->home, "__db.001", NULL) ||
+                    stat(p, &st) != 0))
+            rc = kv_seterr(err, KVFTS_EBUSY, "database '%s': its shared "
+                           "memory (%s) vanished while %d other process(es) "
+                           "had it open; close them and retry", sh->dir,
+                           sh->home, alive);
+        return rc;
+    }
+    /* The first process: whatever regions a previous one left are stale. */
+    if (h.valid) {
+        char old[PATH_MAX + 64];
+        int n = h.kind == 'S'
+                    ? snprintf(old, sizeof old, "%s/kvfts-%s", SHM_DIR, h.id)
+                    : snprintf(old, sizeof old, "%s", sh->dir);
+        char p[PATH_MAX + 80];
+        struct stat st;
+        bool left = n > 0 && (size_t)n < sizeof old &&
+                    snprintf(p, sizeof p, "%s/__db.001", old) > 0 &&
+                    stat(p, &st) == 0;
+        if (left || dead || new_boot)
+            *recover = true;
+        if (left)
+            home_remove(old, h.kind == 'S');
+    } else {
+        char p[PATH_MAX];
+        struct stat st;
+        if (kv__path_join(p, sizeof p, sh->dir, "__db.001", NULL) == 0 &&
+            stat(p, &st) == 0) {
+            *recover = true;        /* regions without a registry */
+            home_remove(sh->dir, false);
+        }
+    }
+    reg_head nh = { true, 'L', "", "" };
+    snprintf(nh.boot, sizeof nh.boot, "%s", boot[0] ? boot : "unknown");
+    unsigned char rnd[16];
+    FILE *f = fopen("/dev/urandom", "r");
+    bool got = f && fread(rnd, 1, sizeof rnd, f) == sizeof rnd;
+    if (f)
+        fclose(f);
+    if (!got) {
+        long long t = now_ns() ^ ((long long)getpid() << 32);
+        memcpy(rnd, &t, 8);
+        memcpy(rnd + 8, &sh->ino, sizeof sh->ino < 8 ? sizeof sh->ino : 8);
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(nh.id + 2 * i, 3, "%02x", rnd[i]);
+    struct statvfs v;
+    char shm[PATH_MAX];
+    snprintf(shm, sizeof shm, "%s/kvfts-%s", SHM_DIR, nh.id);
+    if (!getenv("KVFTS_REGIONS_IN_DIR") && statvfs(SHM_DIR, &v) == 0 &&
+        (uint64_t)v.f_bavail * v.f_frsize >= REGION_MAX(cache) +
+                                             (64u << 20) &&
+        mkdir(shm, 0700) == 0)
+        nh.kind = 'S';
+    if (reg_head_write(sh->reg_fd, &nh) != 0) {
+        if (nh.kind == 'S')
+            rmdir(shm);
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot write %s: "
+                         "%s", sh->dir, REG_FILE, strerror(errno));
+    }
+    return home_path(sh, &nh, err);
+}
+
+/* Berkeley DB's failchk asks whether a thread of control is alive.  Our
+ * own threads are; another process is alive while its registry slot is
+ * locked (a pid alone could be reused by an unrelated process). */
+static int is_alive(DB_ENV *dbenv, pid_t pid, db_threadid_t tid,
+                    u_int32_t flags)
+{
+    (void)tid;
+    (void)flags;
+    shared_env *sh = dbenv->app_private;
+    if (pid == getpid())
+        return 1;
+    if (!sh || sh->reg_fd < 0)
+        return kill(pid, 0) == 0 || errno == EPERM;
+    reg_slot s;
+    for (long i = 0; i < REG_MAX && reg_read(sh->reg_fd, i, &s); i++)
+        if (s.mark == 'L' && s.pid == (long)pid)
+            return reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT);
+    return 0;                       /* not registered: not one of ours */
+}
+
+/* ---- opening an instance -------------------------------------------------- */
+
+static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
+{
+    DB *db = NULL;
+    const char *dir = in->sh->dir;
+    int ret = db_create(&db, in->env, 0);
+    if (ret)
+        return kv_seterr(err, KVFTS_ERROR, "db_create: %s", db_strerror(ret));
+    if (kv_spaces[s].flags)
+        db->set_flags(db, kv_spaces[s].flags);
+    if (kv_spaces[s].pagesize)
+        db->set_pagesize(db, kv_spaces[s].pagesize);
+    /* An existing file is opened inside a snapshot transaction: opening
+     * reads the B-tree's root page, and under an ordinary lock that waits
+     * for any writer holding it (a load's batch splitting the root holds it
+     * until it commits), so a new reader would wait for a whole batch.  A
+     * missing file is created only by a handle that may write (a space
+     * added by a newer kvfts); a read never creates anything. */
+    char path[4096];
+    struct stat st;
+    bool exists = kv__path_join(path, sizeof path, dir, kv_spaces[s].file,
+                            NULL) == KVFTS_OK && stat(path, &st) == 0;
+    if (!exists && !create)
+        return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s is "
+                         "missing", dir, kv_spaces[s].file);
+    DB_TXN *snap = NULL;
+    if (exists &&
+        in->env->txn_begin(in->env, NULL, &snap, DB_TXN_SNAPSHOT) != 0)
+        snap = NULL;
+    u_int32_t flags = DB_MULTIVERSION | DB_THREAD |
+                      (exists ? 0 : DB_CREATE) | (snap ? 0 : DB_AUTO_COMMIT);
+    ret = db->open(db, snap, kv_spaces[s].file, NULL, DB_BTREE, flags, 0644);
+    if (snap) {
+        int cret = ret ? snap->abort(snap) : snap->commit(snap, 0);
+        if (!ret)
+            ret = cret;
+    }
+    if (ret) {
+        db->close(db, 0);
+        if (ret == ENOENT)
+            return kv_seterr(err, KVFTS_ENOTFOUND,
+                             "database '%s': no kvfts database here (create "
+                             "it with 'kvfts init %s')", dir, dir);
+        if (ret == DB_RUNRECOVERY)
+            return kv__bdb_err(in, ret, err, kv_spaces[s].file);
+        int code = (ret == EINVAL || ret == DB_OLD_VERSION)
+                       ? KVFTS_ECORRUPT : KVFTS_ERROR;
+        return kv_seterr(err, code, "database '%s': cannot open %s: %s%s%s",
+                         dir, kv_spaces[s].file, db_strerror(ret),
+                         kv__bdb_msg()[0] ? ": " : "", kv__bdb_msg());
+    }
+    in->db[s] = db;
+    return KVFTS_OK;
+}
+
+/* Close an instance: its databases, then the environment.  @p checkpoint:
+ * flush every dirty page first (the last process, or one that wrote). */
+static void inst_close(bdb_inst *in, bool checkpoint)
+{
+    if (!in)
+        return;
+    if (in->env && in->db[KV_META] && checkpoint) {
+        in->env->txn_checkpoint(in->env, 0, 0, DB_FORCE);
+        char **list = NULL;
+        if (in->env->log_archive(in->env, &list, DB_ARCH_REMOVE) == 0 && list)
+            free(list);     /* Berkeley DB allocated it with malloc */
+    }
+    /* A process that wrote nothing does not flush a database as it closes
+     * it (DB_NOSYNC: the log, not the files, makes commits durable); a
+     * reader closing during a load would wait for the load's pages. */
+    for (int s = 0; s < KV_NSPACES; s++)
+        if (in->db[s])
+            in->db[s]->close(in->db[s], checkpoint ? 0 : DB_NOSYNC);
+    if (in->env)
+        in->env->close(in->env, 0);
+    kv_free(in);
+}
+
+/* A Berkeley DB environment handle for sh's directory, configured as every
+ * kvfts process configures it. */
+static int env_create(shared_env *sh, uint64_t cache, DB_ENV **out,
+                      kv_err *err)
+{
+    DB_ENV *env = NULL;
+    int ret = db_env_create(&env, 0);
+    if (ret)
+        return kv_seterr(err, KVFTS_ERROR, "db_env_create: %s",
+                         db_strerror(ret));
+    env->app_private = sh;
+    env->set_errcall(env, kv__on_bdb_error);
+    env->set_cachesize(env, (u_int32_t)(cache >> 30),
+                       (u_int32_t)(cache & ((1u << 30) - 1)), 1);
+    env->set_lk_detect(env, DB_LOCK_DEFAULT);
+    /* Locks: a write transaction locks the pages it writes, and every
+     * transaction's write set is bounded (a batch's segment, a merge
+     * step), so a table sized to a few batches suffices. */
+    env->set_lk_max_locks(env, 100000);
+    env->set_lk_max_objects(env, 100000);
+    env->set_lk_max_lockers(env, 4000);
+    /* Under multiversion concurrency each page version a committed
+     * transaction left in the cache keeps that transaction's record, with
+     * a mutex, until the version is freed -- which Berkeley DB does only
+     * when it needs the space.  Mutexes are sized to that: one per buffer
+     * and one per such record, plus the fixed ones.  (The default was
+     * exhausted after about 65,000 single-document commits.) */
+    env->mutex_set_max(env, (u_int32_t)(cache / KV_PAGE * 2 + 20000));
+    env->set_lg_bsize(env, 1024u * 1024u);
+    env->set_lg_max(env, 4u * 1024u * 1024u);
+    env->set_tx_max(env, 1000);
+    env->set_thread_count(env, 256);
+    env->set_isalive(env, is_alive);
+    /* The regions live at the home (see home_decide); the databases and
+     * the log in the database directory. */
+    env->add_data_dir(env, sh->absdir);
+    env->set_create_dir(env, sh->absdir);
+    env->set_lg_dir(env, sh->absdir);
+    *out = env;
+    return KVFTS_OK;
+}
+
+/* Open a new instance of the environment, with the door held.  @p recover:
+ * run recovery (the regions are removed first). */
+static int inst_open(shared_env *sh, bool create, bool recover,
+                     bdb_inst **out, kv_err *err)
+{
+    *out = NULL;
+    uint64_t cache = config_cache(sh->dir);
+    int rc = space_check(sh, cache, OPEN_MB, "opening", err);
+    if (rc)
+        return rc;
+    bdb_inst *in = kv_calloc(1, sizeof *in);
+    if (!in)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    in->sh = sh;
+    in->cache = cache;
+    atomic_init(&in->wrote, false);
+    atomic_init(&in->panicked, false);
+    if (recover) {
+        /* Panics the old regions for any survivor (they reopen) and
+         * removes them: recovery rebuilds them from the log. */
+        DB_ENV *old = NULL;
+        if (db_env_create(&old, 0) == 0) {
+            old->set_errcall(old, kv__on_bdb_error);
+            old->remove(old, sh->home, DB_FORCE);
+        }
+        if (sh->home_shm)
+            mkdir(sh->home, 0700);
+    }
+    rc = env_create(sh, cache, &in->env, err);
+    if (rc) {
+        kv_free(in);
+        return rc;
+    }
+    kv__bdb_msgs_clear();
+    u_int32_t flags = DB_CREATE | DB_INIT_TXN | DB_INIT_LOCK | DB_INIT_LOG |
+                      DB_INIT_MPOOL | DB_THREAD | (recover ? DB_RECOVER : 0);
+    int ret = in->env->open(in->env, sh->home, flags, 0644);
+    if (ret) {
+        if (ret == EACCES || ret == EROFS || ret == EPERM)
+            rc = kv_seterr(err, KVFTS_ERROR,
+                           "database '%s': cannot open: %s (the directory "
+                           "must be writable, even to read)", sh->dir,
+                           strerror(ret));
+        else if (ret == DB_RUNRECOVERY && kv__corrupt_msg()[0])
+            rc = kv_seterr(err, KVFTS_ECORRUPT,
+                           "database '%s': recovery failed: %s", sh->dir,
+                           kv__corrupt_msg());
+        else if (ret == DB_RUNRECOVERY)
+            rc = kv_seterr(err, KV_RETRY, "database '%s': the environment "
+                           "needs recovery", sh->dir);
+        else
+            rc = kv_seterr(err, recover ? KVFTS_ECORRUPT : KVFTS_ERROR,
+                           "database '%s': %s%s%s%s", sh->dir,
+                           recover ? "recovery failed: " : "",
+                           db_strerror(ret), kv__bdb_msg()[0] ? ": " : "",
+                           kv__bdb_msg());
+        in->env->close(in->env, 0);
+        in->env = NULL;
+        inst_close(in, false);
+        return rc;
+    }
+    u_int32_t gb = 0, bytes = 0;
+    int ncache = 0;
+    if (in->env->get_cachesize(in->env, &gb, &bytes, &ncache) == 0)
+        in->cache = ((uint64_t)gb << 30) + bytes;
+    for (int s = 0; s < KV_NSPACES && !rc; s++)
+        rc = open_space(in, (kv_space)s, create, err);
+    if (rc) {
+        inst_close(in, false);
+        return rc;
+    }
+    *out = in;
+    return KVFTS_OK;
+}
+
+/* Open an instance with the door held: clean up after dead processes
+ * (failchk; recovery when that is not enough) and join or create. */
+static int inst_open_checked(shared_env *sh, bool create, bool recover,
+                             bdb_inst **out, kv_err *err)
+{
+    int alive, dead;
+    reg_scan(sh, &alive, &dead);
+    for (int attempt = 0;; attempt++) {
+        int rc = inst_open(sh, create, recover, out, err);
+        if (rc == KV_RETRY && !recover) {   /* found panicked: recover */
+            recover = true;
+            continue;
+        }
+        if (rc)
+            return rc;
+        if (!dead || recover)
+            break;
+        /* A process died with the database open: release what it held. */
+        int ret = (*out)->env->failchk((*out)->env, 0);
+        if (ret == 0)
+            break;
+        inst_close(*out, false);
+        *out = NULL;
+        if (attempt > 0)
+            return kv__bdb_err(NULL, ret, err, "failchk");
+        recover = true;            /* it died inside Berkeley DB */
+    }
+    if (dead)
+        reg_clear_dead(sh);
+    atomic_store(&sh->failchk_at, now_ns());
+    return KVFTS_OK;
+}
+
+/* ---- instances in use ----------------------------------------------------- */
+
+/* Drop a use of in; the last use of a replaced instance closes it. */
+static void inst_release(bdb_inst *in)
+{
+    shared_env *sh = in->sh;
+    pthread_mutex_lock(&sh->mu);
+    bool close_it = --in->users == 0 && in != sh->inst;
+    pthread_mutex_unlock(&sh->mu);
+    if (close_it)
+        inst_close(in, false);
+}
+
+/* A use of the current instance, opening a new one when it died (another
+ * process's recovery panicked it). */
+static int inst_acquire(shared_env *sh, bool create, bdb_inst **out,
+                        kv_err *err)
+{
+    pthread_mutex_lock(&sh->mu);
+    for (;;) {
+        if (sh->inst && !sh->inst->dead) {
+            sh->inst->users++;
+            *out = sh->inst;
+            pthread_mutex_unlock(&sh->mu);
+            return KVFTS_OK;
+        }
+        if (!sh->opening)
+            break;
+        pthread_cond_wait(&sh->cv, &sh->mu);
+    }
+    sh->opening = true;
+    bdb_inst *old = sh->inst;
+    pthread_mutex_unlock(&sh->mu);
+
+    bdb_inst *in = NULL;
+    int rc = reg_lock(sh->reg_fd, REG_DOOR, F_WRLCK, true) == 0
+                 ? KVFTS_OK
+                 : kv_seterr(err, KVFTS_ERROR, "database '%s': cannot lock "
+                             "%s: %s", sh->dir, REG_FILE, strerror(errno));
+    if (!rc) {
+        rc = inst_open_checked(sh, create, false, &in, err);
+        reg_door_unlock(sh);
+    }
+
+    pthread_mutex_lock(&sh->mu);
+    sh->opening = false;
+    bool close_old = false;
+    if (!rc) {
+        sh->inst = in;
+        in->users = 2;             /* the directory's, and the caller's */
+        *out = in;
+        if (old)
+            close_old = --old->users == 0;
+    }
+    pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+    if (close_old)
+        inst_close(old, false);
+    return rc;
+}
+
+/* Survivors clean up after a dead process too (failchk, at most once every
+ * FAILCHK_NS): a dead reader's snapshot would otherwise pin old page
+ * versions in the cache, and a dead writer's locks block every writer.
+ * Returns KV_RETRY when the environment needs recovery (it is then marked
+ * dead, and the next transaction recovers it). */
+static int maybe_failchk(bdb_inst *in, kv_err *err)
+{
+    shared_env *sh = in->sh;
+    long long now = now_ns(), last = atomic_load(&sh->failchk_at);
+    if (now - last < FAILCHK_NS ||
+        !atomic_compare_exchange_strong(&sh->failchk_at, &last, now))
+        return KVFTS_OK;
+    int alive, dead;
+    if (reg_lock(sh->reg_fd, REG_DOOR, F_WRLCK, false) != 0)
+        return KVFTS_OK;           /* someone else is at the door */
+    reg_scan(sh, &alive, &dead);
+    int rc = KVFTS_OK;
+    if (dead) {
+        int ret = in->env->failchk(in->env, 0);
+        if (ret == 0)
+            reg_clear_dead(sh);
+        else
+            rc = kv__bdb_err(in, DB_RUNRECOVERY, err, "failchk");
+    }
+    reg_door_unlock(sh);
+    return rc;
+}
+
+/* ---- handles ------------------------------------------------------------ */
+
+/* Stamp a new database, or check that an existing one is ours. */
+static int check_format(kv_env *e, kv_err *err)
+{
+    kv_txn *t = NULL;
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_txn_begin(&t, e, !e->read_only, err);
+    if (rc)
+        return rc;
+    rc = kv_get(t, KV_META, FORMAT_KEY, strlen(FORMAT_KEY), &v, false, err);
+    if (rc == KVFTS_ENOTFOUND && e->read_only) {
+        rc = kv_seterr(err, KVFTS_ECORRUPT,
+                       "database '%s': not a kvfts database (no format mark)",
+                       e->dir);
+    } else if (rc == KVFTS_ENOTFOUND) {
+        rc = kv_put(t, KV_META, FORMAT_KEY, strlen(FORMAT_KEY), FORMAT_VAL,
+                    strlen(FORMAT_VAL), err);
+        if (rc == KVFTS_OK) {
+            rc = kv_txn_commit(t, err);
+            t = NULL;
+        }
+    } else if (rc == KVFTS_OK &&
+               (v.len != strlen(FORMAT_VAL) ||
+                memcmp(v.data, FORMAT_VAL, v.len) != 0)) {
+        bool older = v.len > 6 && memcmp(v.data, "kvfts ", 6) == 0;
+        rc = kv_seterr(err, KVFTS_ECORRUPT,
+                       "database '%s': unknown format '%.*s' (expected '%s')%s",
+                       e->dir, (int)(v.len > 40 ? 40 : v.len), v.data,
+                       FORMAT_VAL, older ? ": made by another kvfts version; "
+                       "load its documents into a new database" : "");
+    }
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+    return rc;
+}
+
+/* The last handle of the process closes the directory: the last process
+ * to close removes the regions (after a checkpoint); another checkpoints
+ * if it wrote. */
+static void shared_close(shared_env *sh)
+{
+    if (!sh)
+        return;
+    bdb_inst *in = sh->inst;
+    sh->inst = NULL;
+    if (in && --in->users > 0) {
+        /* Transactions still open: a bug of the caller.  Leave the
+         * instance to them (leaked) rather than close under them. */
+        in = NULL;
+    }
+    if (sh->reg_fd >= 0) {
+        reg_lock(sh->reg_fd, REG_DOOR, F_WRLCK, true);
+        int alive = 0, dead = 0;
+        reg_scan(sh, &alive, &dead);
+        /* A panicked environment (a damaged page) is left for the next
+         * process, which recovers it. */
+        bool last = alive == 0 && dead == 0 && in && !in->dead &&
+                    !atomic_load(&in->panicked);
+        if (in)
+            inst_close(in, last || atomic_load(&in->wrote));
+        if (last)
+            home_remove(sh->home, sh->home_shm);
+        reg_leave(sh);
+    } else if (in) {
+        inst_close(in, atomic_load(&in->wrote));
+    }
+    pthread_mutex_destroy(&sh->mu);
+    pthread_cond_destroy(&sh->cv);
+    kv_free(sh->dir);
+    free(sh->absdir);       /* from realpath(3) */
+    kv_free(sh);
+}
+
+/* Open the directory for the first handle in this process. */
+static int shared_open(shared_env **out, const char *dir,
+                       const kv_env_options *o, kv_err *err)
+{
+    *out = NULL;
+    shared_env *sh = kv_calloc(1, sizeof *sh);
+    if (!sh)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    sh->reg_fd = -1;
+    sh->slot = -1;
+    pthread_mutex_init(&sh->mu, NULL);
+    pthread_cond_init(&sh->cv, NULL);
+    atomic_init(&sh->failchk_at, 0);
+    sh->dir = kv_strndup(dir, strlen(dir));
+    sh->absdir = realpath(dir, NULL);
+    if (!sh->dir || !sh->absdir) {
+        int e = errno;
+        shared_close(sh);
+        return sh->dir ? kv_seterr(err, KVFTS_ERROR, "database '%s': %s",
+                                   dir, strerror(e))
+                       : kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    }
+    int rc = reg_join(sh, err);
+    if (!rc && o->create) {
+        char p[4096];
+        struct stat st;
+        if (kv__path_join(p, sizeof p, dir, "DB_CONFIG", NULL) == KVFTS_OK &&
+            stat(p, &st) != 0)
+            rc = config_write(dir, o->cache_bytes ? o->cache_bytes
+                                                  : DEFAULT_CACHE, err);
+    }
+    bdb_inst *in = NULL;
+    bool recover = false;
+    if (!rc)
+        rc = home_decide(sh, config_cache(dir), &recover, err);
+    if (!rc)
+        rc = inst_open_checked(sh, o->create && !o->read_only, recover, &in,
+                               err);
+    if (sh->reg_fd >= 0)
+        reg_door_unlock(sh);
+    if (rc) {
+        shared_close(sh);
+        return rc;
+    }
+    sh->inst = in;
+    in->users = 1;                 /* the directory's own use */
+    *out = sh;
+    return KVFTS_OK;
+}
+
+int kv_env_open(kv_env **out, const char *dir, const kv_env_options *o,
+                kv_err *err)
+{
+    kv_env_options def = { false, false, 0 };
+    if (!o)
+        o = &def;
+    *out = NULL;
+    int rc = check_dir(dir, o->create, err);
+    if (rc)
+        return rc;
+    struct stat st;
+    if (!o->create) {
+        char p[4096];
+        rc = kv__path_join(p, sizeof p, dir, kv_spaces[KV_META].file, err);
+        if (rc)
+            return rc;
+        if (stat(p, &st) != 0)
+            return kv_seterr(err, KVFTS_ENOTFOUND,
+                             "database '%s': no kvfts database here (create "
+                             "it with 'kvfts init %s')", dir, dir);
+    }
+    if (stat(dir, &st) != 0)
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': %s", dir,
+                         strerror(errno));
+    kv_env *e = kv_calloc(1, sizeof *e);
+    if (!e)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    e->read_only = o->read_only;
+    e->dir = kv_strndup(dir, strlen(dir));
+    if (!e->dir) {
+        kv_free(e);
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    }
+
+    pthread_mutex_lock(&shared_mu);
+    shared_env *sh = shared_list;
+    while (sh && !(sh->dev == st.st_dev && sh->ino == st.st_ino))
+        sh = sh->next;
+    if (sh) {
+        sh->refs++;
+    } else {
+        rc = shared_open(&sh, dir, o, err);
+        if (rc == KVFTS_OK) {
+            sh->dev = st.st_dev;
+            sh->ino = st.st_ino;
+            sh->refs = 1;
+            sh->next = shared_list;
+            shared_list = sh;
+        }
+    }
+    pthread_mutex_unlock(&shared_mu);
+    if (rc) {
+        kv_free(e->dir);
+        kv_free(e);
+        return rc;
+    }
+    e->sh = sh;
+    for (int attempt = 0;; attempt++) {
+        rc = check_format(e, err);
+        if (rc != KV_RETRY || attempt >= 3)
+            break;
+    }
+    if (rc) {
+        if (rc == KV_RETRY)
+            err->code = rc = KVFTS_EBUSY;
+        kv_env_close(e);
+        return rc;
+    }
+    *out = e;
+    return KVFTS_OK;
+}
+
+void **kv_txn_slot(kv_txn *t, void (*slot_free)(void *))
+{
+    t->env->slot_free = slot_free;
+    return &t->env->slot;
+}
+
+uint64_t kv_txn_serial(const kv_txn *t)
+{
+    return t->serial;
+}
+
+void kv_env_close(kv_env *e)
+{
+    if (!e)
+        return;
+    if (e->slot && e->slot_free)
+        e->slot_free(e->slot);
+    shared_env *sh = e->sh;
+    if (sh) {
+        pthread_mutex_lock(&shared_mu);
+        if (--sh->refs == 0) {
+            shared_env **pp = &shared_list;
+            while (*pp != sh)
+                pp = &(*pp)->next;
+            *pp = sh->next;
+            shared_close(sh);
+        }
+        pthread_mutex_unlock(&shared_mu);
+    }
+    kv_free(e->dir);
+    kv_free(e);
+}
+
+bool kv_env_read_only(const kv_env *e)
+{
+    return e->read_only;
+}
+
+const char *kv_env_dir(const kv_env *e)
+{
+    return e->dir;
+}
+
+bool kv_env_take_warning(kv_env *e, char *buf, size_t cap)
+{
+    if (!e->warning[0])
+        return false;
+    snprintf(buf, cap, "%s", e->warning);
+    e->warning[0] = '\0';
+    return true;
+}
+
+/* Checkpoint in in, removing log files no longer needed. */
+static int checkpoint(bdb_inst *in, u_int32_t kb, kv_err *err)
+{
+    if (tls_fail_checkpoints)
+        return kv_seterr(err, KVFTS_ERROR, "checkpoint: no space left on "
+                         "device (test hook)");
+    int ret = in->env->txn_checkpoint(in->env, kb, 0, 0);
+    if (ret)
+        return kv__bdb_err(in, ret, err, "checkpoint");
+    char **list = NULL;
+    ret = in->env->log_archive(in->env, &list, DB_ARCH_REMOVE);
+    if (list)
+        free(list);     /* Berkeley DB allocated it with malloc */
+    if (ret)
+        return kv__bdb_err(in, ret, err, "log removal");
+    return KVFTS_OK;
+}
+
+int kv_env_checkpoint(kv_env *e, kv_err *err)
+{
+    if (e->read_only)
+        return KVFTS_OK;
+    bdb_inst *in = NULL;
+    int rc = inst_acquire(e->sh, false, &in, err);
+    if (rc)
+        return rc;
+    rc = checkpoint(in, 0, err);
+    inst_release(in);
+    return rc;
+}
+
+int kv_env_log_bytes(kv_env *e, uint64_t *out, kv_err *err)
+{
+    bdb_inst *in = NULL;
+    int rc = inst_acquire(e->sh, false, &in, err);
+    if (rc)
+        return rc;
+    DB_LOG_STAT *st = NULL;
+    int ret = in->env->log_stat(in->env, &st, 0);
+    if (ret) {
+        rc = kv__bdb_err(in, ret, err, "log statistics");
+    } else {
+        *out = (uint64_t)st->st_w_mbytes * 1024 * 1024 + st->st_w_bytes;
+        free(st);       /* allocated by Berkeley DB with malloc */
+    }
+    inst_release(in);
+    return rc;
+}
+
+int kv_env_sizes(kv_env *e, uint64_t *db_bytes, uint64_t *log_bytes,
+                 kv_err *err)
+{
+    *db_bytes = *log_bytes = 0;
+    DIR *d = opendir(e->dir);
+    if (!d)
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': %s", e->dir,
+                         strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        bool is_db = n > 3 && strcmp(de->d_name + n - 3, ".db") == 0;
+        bool is_log = strncmp(de->d_name, "log.", 4) == 0;
+        if (!is_db && !is_log)
+            continue;
+        char p[4096];
+        struct stat st;
+        if (kv__path_join(p, sizeof p, e->dir, de->d_name, NULL) == 0 &&
+            stat(p, &st) == 0) {
+            if (is_db)
+                *db_bytes += (uint64_t)st.st_size;
+            else
+                *log_bytes += (uint64_t)st.st_size;
+        }
+    }
+    closedir(d);
+    return KVFTS_OK;
+}
+
+/* ---- transactions ------------------------------------------------------ */
+
+int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
+{
+    *out = NULL;
+    if (write && e->read_only)
+        return kv_seterr(err, KVFTS_EINVAL, "database '%s' is open read-only",
+                         e->dir);
+    bdb_inst *in = NULL;
+    int rc = inst_acquire(e->sh, !e->read_only, &in, err);
+    if (rc)
+        return rc;
+    rc = maybe_failchk(in, err);
+    if (!rc && write)
+        rc = space_check(e->sh, in->cache, RESERVE_MB, "a write", err);
+    kv_txn *t = NULL;
+    if (!rc && !(t = kv_calloc(1, sizeof *t)))
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    if (rc) {
+        inst_release(in);
+        return rc;
+    }
+    t->env = e;
+    t->inst = in;
+    t->write = write;
+    t->serial = ++e->txns;
+    kv__bdb_msg()[0] = '\0';
+    int ret = in->env->txn_begin(in->env, NULL, &t->txn,
+                                 write ? 0 : DB_TXN_SNAPSHOT);
+    if (ret) {
+        rc = kv__bdb_err(in, ret, err, "begin transaction");
+        inst_release(in);
+        kv_free(t);
+        return rc;
+    }
+    *out = t;
+    return KVFTS_OK;
+}
+
+/* Not DB_TXN_BULK, although it halves a fresh load's log (records put on
+ * pages the transaction allocated are not logged; the pages are flushed at
+ * commit): with it, a batch killed mid-transaction could leave a database
+ * that Berkeley DB 5.3's recovery crashes on (in __bam_repl_recover) at
+ * every open, for good.  The 50-kill test (e2e.resume) found it within a
+ * few kills on tmpfs -- with 16 KiB pages, whose torn writes may have been
+ * the cause (see kv_spaces[] above). */
+
+int kv_txn_commit(kv_txn *t, kv_err *err)
+{
+    kv_env *e = t->env;
+    bdb_inst *in = t->inst;
+    bool write = t->write;
+    int ret = t->txn->commit(t->txn, 0);
+    kv_free(t);
+    int rc = kv__bdb_err(in, ret, err, "commit");
+    if (!rc && write) {
+        atomic_store(&in->wrote, true);
+        /* The write is durable now, whatever follows: a checkpoint that
+         * fails (disk full) is the handle's warning, not the write's
+         * status.  Cheap unless CHECKPOINT_KB of log were written since
+         * the last one. */
+        kv_err cerr = KV_ERR_INIT;
+        if (checkpoint(in, CHECKPOINT_KB, &cerr))
+            snprintf(e->warning, sizeof e->warning, "the write is committed, "
+                     "but the checkpoint after it failed: %s", cerr.msg);
+    }
+    inst_release(in);
+    return rc;
+}
+
+void kv_txn_abort(kv_txn *t)
+{
+    if (!t)
+        return;
+    bdb_inst *in = t->inst;
+    t->txn->abort(t->txn);
+    kv_free(t);
+    inst_release(in);
+}
+
+int kv_txn_run(kv_env *e, bool write, kv_txn_fn fn, void *payload,
+               kv_err *err)
+{
+    for (int attempt = 0;; attempt++) {
+        kv_txn *t = NULL;
+        int rc = kv_txn_begin(&t, e, write, err);
+        if (rc == KVFTS_OK) {
+            rc = fn(t, payload, err);
+            if (rc == KVFTS_OK)
+                return kv_txn_commit(t, err);
+            kv_txn_abort(t);
+        }
+        if (rc != KV_RETRY)
+            return rc;
+        if (attempt + 1 >= MAX_RETRIES)
+            return kv_seterr(err, KVFTS_EBUSY,
+                             "database '%s': still deadlocked after %d "
+                             "retries; another writer holds its locks",
+                             e->dir, MAX_RETRIES);
+        /* Back off a little, more each time, so the winner can finish. */
+        struct timespec ts = { 0, (long)(attempt + 1) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+}

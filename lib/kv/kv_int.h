@@ -1,0 +1,105 @@
+/*
+ * lib/kv/kv_int.h -- private to lib/kv/: the Berkeley DB side of the storage
+ * layer, shared by kv_bdb.c (error translation, the spaces), kv_records.c
+ * (records, cursors) and kv_env.c (the environment, its processes and
+ * transactions).  kv_env.c explains the design.  Other modules see only
+ * lib/kv/include/kv.h.
+ */
+#ifndef KVFTS_KV_INT_H
+#define KVFTS_KV_INT_H
+
+/* db.h uses the BSD types u_int and u_long. */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE
+#endif
+#include "kv.h"
+
+#include <db.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#define KV_PAGE 4096u              /* page size of the big databases */
+
+/* One open instance of the Berkeley DB environment. */
+typedef struct bdb_inst {
+    DB_ENV *env;
+    DB *db[KV_NSPACES];
+    uint64_t cache;              /* the environment's cache, bytes */
+    int users;                   /* handles and transactions (sh->mu) */
+    bool dead;                   /* panicked: no new users (sh->mu) */
+    atomic_bool wrote;           /* a write committed: checkpoint at close */
+    atomic_bool panicked;        /* Berkeley DB said DB_RUNRECOVERY */
+    struct shared_env *sh;
+} bdb_inst;
+
+/* A directory open in this process, shared by its handles. */
+typedef struct shared_env {
+    dev_t dev;                   /* identity of the directory */
+    ino_t ino;
+    int refs;                    /* kv_env handles (shared_mu) */
+    char *dir;
+    char *absdir;                /* its absolute path */
+    char home[4200];             /* where the regions are (kv_env.c) */
+    bool home_shm;               /* in a directory of /dev/shm */
+    int reg_fd;                  /* DIR/kvfts.lock */
+    long slot;                   /* our slot in it */
+    pthread_mutex_t mu;          /* guards inst, opening, and inst->users */
+    pthread_cond_t cv;
+    bdb_inst *inst;              /* the current instance */
+    bool opening;                /* a thread is opening a new instance */
+    atomic_llong failchk_at;     /* when this process last ran failchk */
+    struct shared_env *next;
+} shared_env;
+
+struct kv_env {
+    shared_env *sh;
+    char *dir;
+    bool read_only;
+    void *slot;                  /* a layer above's per-handle state */
+    void (*slot_free)(void *);   /* and how to free it */
+    uint64_t txns;               /* transactions begun: serial numbers */
+    char warning[KV_ERRMSG_MAX + 128]; /* a failure after a success */
+};
+
+struct kv_txn {
+    kv_env *env;
+    bdb_inst *inst;              /* the instance it began in */
+    DB_TXN *txn;
+    bool write;
+    uint64_t serial;             /* this handle's n-th transaction */
+};
+
+struct kv_cursor {
+    kv_txn *txn;
+    DBC *dbc;
+    kv_space space;
+    kv_buf key;
+    kv_buf val;
+};
+
+/* The physical databases: file, name for messages, flags, page size. */
+typedef struct kv_space_def {
+    const char *file;
+    const char *name;
+    u_int32_t flags;      /* DB->set_flags */
+    u_int32_t pagesize;   /* 0 = Berkeley DB's choice */
+} kv_space_def;
+extern const kv_space_def kv_spaces[KV_NSPACES];
+
+/* kv_bdb.c */
+/** Translate a Berkeley DB return code (the one place that does).  @p in is
+ *  the instance the call ran in (NULL before one is open); DB_RUNRECOVERY
+ *  without a damaged page marks it dead and is KV_RETRY. */
+int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what);
+/** Berkeley DB's error callback: keeps the message per thread. */
+void kv__on_bdb_error(const DB_ENV *dbenv, const char *pfx, const char *msg);
+/** This thread's last Berkeley DB message, and first damaged-page one. */
+char *kv__bdb_msg(void);
+char *kv__corrupt_msg(void);
+void kv__bdb_msgs_clear(void);
+void kv__inst_mark_dead(bdb_inst *in);
+int kv__path_join(char *out, size_t cap, const char *dir, const char *file,
+                  kv_err *err);
+
+#endif /* KVFTS_KV_INT_H */

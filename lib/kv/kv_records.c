@@ -1,0 +1,389 @@
+/*
+ * kv_records.c -- records and cursors of the storage layer over Berkeley
+ * DB: get, put, delete, walks in bulk, cursors and bulk reads, each inside
+ * a kv_txn (kv_env.c).  DBTs are DB_DBT_USERMEM over kv_buf buffers, grown
+ * and retried on DB_BUFFER_SMALL; no memory owned by Berkeley DB leaves
+ * lib/kv/.
+ */
+#include "kv_int.h"
+
+#include <string.h>
+
+/* ---- records ----------------------------------------------------------- */
+
+static void dbt_in(DBT *d, const void *p, size_t n)
+{
+    memset(d, 0, sizeof *d);
+    d->data = (void *)p;
+    d->size = (u_int32_t)n;
+}
+
+static void dbt_user(DBT *d, kv_buf *b)
+{
+    memset(d, 0, sizeof *d);
+    d->data = b->data;
+    d->ulen = (u_int32_t)(b->cap ? b->cap - 1 : 0);
+    d->flags = DB_DBT_USERMEM;
+}
+
+static int check_len(size_t n, kv_err *err)
+{
+    if (n > UINT32_MAX / 2)
+        return kv_seterr(err, KVFTS_EINVAL, "record of %zu bytes too large",
+                         n);
+    return KVFTS_OK;
+}
+
+/* Read the value at key into val; with head > 0 only its first head bytes
+ * (DB_DBT_PARTIAL: Berkeley DB copies no more than that). */
+static int get_value(kv_txn *t, kv_space s, const void *key, size_t klen,
+                     size_t head, kv_buf *val, bool for_update, kv_err *err)
+{
+    int rc = check_len(klen, err);
+    if (rc)
+        return rc;
+    DB *db = t->inst->db[s];
+    DBT k, v;
+    dbt_in(&k, key, klen);
+    size_t want = head ? head + 1 : 256;
+    if ((rc = kv_buf_reserve(val, want, err)) != 0)
+        return rc;
+    for (;;) {
+        dbt_user(&v, val);
+        if (head) {
+            v.flags |= DB_DBT_PARTIAL;
+            v.doff = 0;
+            v.dlen = (u_int32_t)head;
+        }
+        int ret = db->get(db, t->txn, &k, &v,
+                          for_update && t->write ? DB_RMW : 0);
+        if (ret == DB_BUFFER_SMALL) {
+            val->len = 0;
+            rc = kv_buf_reserve(val, v.size, err);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (ret)
+            return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+        val->len = v.size;
+        val->data[val->len] = '\0';
+        return KVFTS_OK;
+    }
+}
+
+int kv_get(kv_txn *t, kv_space s, const void *key, size_t klen, kv_buf *val,
+           bool for_update, kv_err *err)
+{
+    return get_value(t, s, key, klen, 0, val, for_update, err);
+}
+
+int kv_get_head(kv_txn *t, kv_space s, const void *key, size_t klen,
+                size_t head, kv_buf *val, kv_err *err)
+{
+    return get_value(t, s, key, klen, head ? head : 1, val, false, err);
+}
+
+int kv_put(kv_txn *t, kv_space s, const void *key, size_t klen,
+           const void *val, size_t vlen, kv_err *err)
+{
+    int rc = check_len(klen, err);
+    if (!rc)
+        rc = check_len(vlen, err);
+    if (rc)
+        return rc;
+    DB *db = t->inst->db[s];
+    DBT k, v;
+    dbt_in(&k, key, klen);
+    dbt_in(&v, val, vlen);
+    int ret = db->put(db, t->txn, &k, &v, s == KV_LOOKUPS ? DB_NODUPDATA : 0);
+    if (ret == DB_KEYEXIST)
+        return KVFTS_OK;   /* the pair is already there */
+    return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+}
+
+int kv_del(kv_txn *t, kv_space s, const void *key, size_t klen, kv_err *err)
+{
+    DB *db = t->inst->db[s];
+    DBT k;
+    dbt_in(&k, key, klen);
+    int ret = db->del(db, t->txn, &k, 0);
+    return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+}
+
+int kv_del_pair(kv_txn *t, kv_space s, const void *key, size_t klen,
+                const void *val, size_t vlen, kv_err *err)
+{
+    DB *db = t->inst->db[s];
+    DBC *c = NULL;
+    int ret = db->cursor(db, t->txn, &c, 0);
+    if (ret)
+        return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+    DBT k, v;
+    dbt_in(&k, key, klen);
+    dbt_in(&v, val, vlen);
+    ret = c->get(c, &k, &v, DB_GET_BOTH | DB_RMW);
+    if (ret == 0)
+        ret = c->del(c, 0);
+    int rc = kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+    int cret = c->close(c);
+    if (!rc && cret)
+        rc = kv__bdb_err(t->inst, cret, err, kv_spaces[s].name);
+    return rc;
+}
+
+int kv_walk(kv_txn *t, kv_space s, kv_walk_fn fn, void *payload,
+            kv_err *err)
+{
+    kv_cursor *c = NULL;
+    kv_bulk b = KV_BULK_INIT;
+    int rc = kv_cursor_open(&c, t, s, err);
+    bool first = true;
+    while (!rc) {
+        rc = kv_cursor_bulk(c, first ? "" : NULL, 0, &b, err);
+        first = false;
+        const char *k, *v;
+        size_t kl, vl;
+        while (!rc && kv_bulk_next(&b, &k, &kl, &v, &vl))
+            rc = fn(payload, k, kl, v, vl, err);
+    }
+    kv_cursor_close(c);
+    kv_bulk_free(&b);
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
+static int count_one(void *payload, const char *k, size_t kl, const char *v,
+                     size_t vl, kv_err *err)
+{
+    (void)k, (void)kl, (void)v, (void)vl, (void)err;
+    ++*(uint64_t *)payload;
+    return KVFTS_OK;
+}
+
+/* Counted by kv_walk(): DB->stat() walks the tree with page locks of its
+ * own, so in a snapshot reader it waited for a bulk load to commit
+ * (`kvfts stats` hung for the whole load). */
+int kv_count(kv_txn *t, kv_space s, uint64_t *out, kv_err *err)
+{
+    uint64_t n = 0;
+    int rc = kv_walk(t, s, count_one, &n, err);
+    if (!rc)
+        *out = n;
+    return rc;
+}
+
+/* ---- cursors ----------------------------------------------------------- */
+
+int kv_cursor_open(kv_cursor **out, kv_txn *t, kv_space s, kv_err *err)
+{
+    *out = NULL;
+    kv_cursor *c = kv_calloc(1, sizeof *c);
+    if (!c)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    c->txn = t;
+    c->space = s;
+    int rc = kv_buf_reserve(&c->key, 256, err);
+    if (!rc)
+        rc = kv_buf_reserve(&c->val, 1024, err);
+    if (rc) {
+        kv_cursor_close(c);
+        return rc;
+    }
+    DB *db = t->inst->db[s];
+    int ret = db->cursor(db, t->txn, &c->dbc, 0);
+    if (ret) {
+        kv_cursor_close(c);
+        return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+    }
+    *out = c;
+    return KVFTS_OK;
+}
+
+void kv_cursor_close(kv_cursor *c)
+{
+    if (!c)
+        return;
+    if (c->dbc)
+        c->dbc->close(c->dbc);
+    kv_buf_free(&c->key);
+    kv_buf_free(&c->val);
+    kv_free(c);
+}
+
+/* c->get with USERMEM buffers, growing them on DB_BUFFER_SMALL (the cursor
+ * does not move when that happens).  For DB_SET/DB_SET_RANGE the search key
+ * must already be in c->key. */
+static int cursor_get(kv_cursor *c, u_int32_t flag, kv_err *err)
+{
+    for (;;) {
+        DBT k, v;
+        dbt_user(&k, &c->key);
+        dbt_user(&v, &c->val);
+        if (flag == DB_SET_RANGE || flag == DB_SET)
+            k.size = (u_int32_t)c->key.len;
+        int ret = c->dbc->get(c->dbc, &k, &v, flag);
+        if (ret == DB_BUFFER_SMALL) {
+            int rc = 0;
+            if (k.size > k.ulen) {
+                size_t keep = c->key.len;
+                c->key.len = 0;
+                rc = kv_buf_reserve(&c->key, k.size, err);
+                c->key.len = keep;
+            }
+            if (!rc && v.size > v.ulen) {
+                c->val.len = 0;
+                rc = kv_buf_reserve(&c->val, v.size, err);
+            }
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (ret == DB_NOTFOUND)
+            return KVFTS_ITEROVER;
+        if (ret)
+            return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
+        c->key.len = k.size;
+        c->key.data[k.size] = '\0';
+        c->val.len = v.size;
+        c->val.data[v.size] = '\0';
+        return KVFTS_OK;
+    }
+}
+
+int kv_cursor_seek(kv_cursor *c, const void *key, size_t klen, kv_err *err)
+{
+    if (klen == 0)
+        return cursor_get(c, DB_FIRST, err);
+    kv_buf_reset(&c->key);
+    int rc = kv_buf_append(&c->key, key, klen, err);
+    if (rc)
+        return rc;
+    return cursor_get(c, DB_SET_RANGE, err);
+}
+
+/* ---- bulk reads ---------------------------------------------------------- */
+
+#define BULK_MIN (16 * 1024)
+
+int kv_cursor_bulk(kv_cursor *c, const void *key, size_t klen, kv_bulk *b,
+                   kv_err *err)
+{
+    b->it = NULL;
+    if (key) {
+        kv_buf_reset(&c->key);
+        int rc = kv_buf_append(&c->key, key, klen, err);
+        if (rc)
+            return rc;
+    }
+    size_t want = BULK_MIN;   /* grown only for a record that needs it */
+    for (;;) {
+        /* Berkeley DB wants a multiple of 1024 bytes, aligned for u_int32_t
+         * access (malloc's alignment). */
+        want = (want + 1023) & ~(size_t)1023;
+        if (b->buf.cap < want + 1) {
+            b->buf.len = 0;
+            int rc = kv_buf_reserve(&b->buf, want, err);
+            if (rc)
+                return rc;
+        }
+        DBT k, v;
+        dbt_user(&k, &c->key);
+        k.size = (u_int32_t)c->key.len;
+        memset(&v, 0, sizeof v);
+        v.data = b->buf.data;
+        v.ulen = (u_int32_t)want;
+        v.flags = DB_DBT_USERMEM;
+        int ret = c->dbc->get(c->dbc, &k, &v, (key ? DB_SET_RANGE : DB_NEXT) |
+                                              DB_MULTIPLE_KEY);
+        if (ret == DB_BUFFER_SMALL) {
+            want = (size_t)v.size > want * 2 ? (size_t)v.size : want * 2;
+            if (k.size > k.ulen)
+                return kv_seterr(err, KVFTS_ECORRUPT, "%s: key of %u bytes",
+                                 kv_spaces[c->space].name, k.size);
+            continue;
+        }
+        if (ret == DB_NOTFOUND)
+            return KVFTS_ITEROVER;
+        if (ret)
+            return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
+        b->size = want;
+        b->it = (u_int8_t *)b->buf.data + want - sizeof(u_int32_t);
+        return KVFTS_OK;
+    }
+}
+
+bool kv_bulk_next(kv_bulk *b, const char **key, size_t *klen,
+                  const char **val, size_t *vlen)
+{
+    if (!b->it)
+        return false;
+    DBT d;
+    memset(&d, 0, sizeof d);
+    d.data = b->buf.data;
+    d.ulen = (u_int32_t)b->size;
+    void *p = b->it, *kp, *vp;
+    u_int32_t kl, vl;
+    DB_MULTIPLE_KEY_NEXT(p, &d, kp, kl, vp, vl);
+    b->it = p;
+    if (!p)
+        return false;
+    *key = kp;
+    *klen = kl;
+    *val = vp;
+    *vlen = vl;
+    return true;
+}
+
+void kv_bulk_free(kv_bulk *b)
+{
+    kv_buf_free(&b->buf);
+    b->it = NULL;
+}
+
+int kv_cursor_seek_exact(kv_cursor *c, const void *key, size_t klen,
+                         kv_err *err)
+{
+    kv_buf_reset(&c->key);
+    int rc = kv_buf_append(&c->key, key, klen, err);
+    if (rc)
+        return rc;
+    return cursor_get(c, DB_SET, err);
+}
+
+int kv_cursor_next(kv_cursor *c, kv_err *err)
+{
+    return cursor_get(c, DB_NEXT, err);
+}
+
+int kv_cursor_prev(kv_cursor *c, kv_err *err)
+{
+    return cursor_get(c, DB_PREV, err);
+}
+
+int kv_cursor_last(kv_cursor *c, kv_err *err)
+{
+    return cursor_get(c, DB_LAST, err);
+}
+
+int kv_cursor_next_dup(kv_cursor *c, kv_err *err)
+{
+    return cursor_get(c, DB_NEXT_DUP, err);
+}
+
+void kv_cursor_key(const kv_cursor *c, const char **key, size_t *klen)
+{
+    *key = c->key.data;
+    *klen = c->key.len;
+}
+
+void kv_cursor_val(const kv_cursor *c, const char **val, size_t *vlen)
+{
+    *val = c->val.data;
+    *vlen = c->val.len;
+}
+
+int kv_cursor_del(kv_cursor *c, kv_err *err)
+{
+    int ret = c->dbc->del(c->dbc, 0);
+    return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
+}
