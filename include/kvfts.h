@@ -44,7 +44,10 @@ typedef enum kvfts_status {
     KVFTS_EBUSY = -6,      /* locked, or a deadlock that retries did not clear */
     KVFTS_ECORRUPT = -7,   /* stored bytes fail validation */
     KVFTS_ITEROVER = -8,   /* iteration finished (not an error) */
-    KVFTS_ECAS = -9        /* the CAS given does not match the stored one */
+    KVFTS_ECAS = -9,       /* the CAS given does not match the stored one */
+    KVFTS_EROLLBACK = -10  /* a batch failed after it had written: every
+                              write since its last commit is gone (the
+                              message says why); not a refusal */
 } kvfts_status;
 
 /** Largest document key, in bytes. */
@@ -85,11 +88,15 @@ KVFTS_EXTERN(const char *) kvfts_errmsg(const kvfts_db *db);
  *  speaks of (e.g. where a JSON document stops being valid), or -1. */
 KVFTS_EXTERN(long long) kvfts_errpos(const kvfts_db *db);
 
-/** The first warning of @p db's life: a call that succeeded but met a
- *  failure that did not undo it -- a write is committed and durable, and the
- *  checkpoint that followed it failed (a full disk).  Owned by @p db, never
- *  NULL ("" when there was none). */
+/** The latest warning on @p db since it was opened or
+ *  kvfts_warning_clear(): a call that succeeded but met a failure that did
+ *  not undo it -- a write is committed and durable, and the checkpoint that
+ *  followed it failed (a full disk), or the merge of index segments that
+ *  follows writes did (later writes merge again; `kvfts optimize` merges
+ *  everything).  Owned by @p db, never NULL ("" when there is none). */
 KVFTS_EXTERN(const char *) kvfts_warning(const kvfts_db *db);
+/** Forget the warning: kvfts_warning() is "" until the next one. */
+KVFTS_EXTERN(void) kvfts_warning_clear(kvfts_db *db);
 
 /** A static description of a status code. */
 KVFTS_EXTERN(const char *) kvfts_strerror(int status);
@@ -291,8 +298,12 @@ typedef struct kvfts_term {
     const char *field;   /* dotted path, "_all", or "" (no field given) */
     const char *term;    /* NUL-terminated */
     size_t term_len;
-    uint32_t pos;        /* position within the field */
+    uint32_t pos;        /* position within the field; an "_all" term's
+                            within its source field (so two fields' terms
+                            never make a phrase) */
     size_t start, end;   /* byte offsets in the text (or decoded value) */
+    const char *source;  /* the field whose value held the term (for "_all"
+                            terms too); "" for text analyzed without one */
 } kvfts_term;
 
 /** Analyze @p text as the index would: with analyzer @p analyzer
@@ -327,12 +338,16 @@ typedef struct kvfts_stats {
     uint64_t lookup_entries;/* NAME::VALUE -> key pairs */
     uint64_t disk_bytes;    /* database files, logs excluded */
     uint64_t log_bytes;     /* transaction log files */
-    uint64_t terms;         /* fts::FIELD::TERM entries */
-    uint64_t postings;      /* (term, document) pairs: the sum of counts */
-    uint64_t blocks;        /* postings blocks */
-    uint64_t postings_bytes;/* keys and values of the index entries */
+    uint64_t terms;         /* distinct terms, whatever their fields */
+    uint64_t postings;      /* live (term, document) pairs, whatever the
+                               fields: one per word of a document */
+    uint64_t blocks;        /* postings block records */
+    uint64_t postings_bytes;/* keys and values of the index records, dead
+                               postings awaiting a merge included */
     uint64_t fields;        /* fields ever indexed */
     uint64_t skipped_tokens;/* tokens over 128 bytes left out, cumulative */
+    uint64_t segments;      /* index segments (kvfts_optimize() makes 1) */
+    bool merging;           /* a merge of segments is under way */
 } kvfts_stats;
 
 KVFTS_EXTERN(int) kvfts_get_stats(kvfts_stats *out, kvfts_db *db);
@@ -381,6 +396,23 @@ typedef void (*kvfts_progress_fn)(void *payload, uint64_t done);
  *  NULL.  @return KVFTS_OK, KVFTS_EEXISTS (the documents violate a unique
  *  lookup), ... */
 KVFTS_EXTERN(int) kvfts_reindex(kvfts_db *db, kvfts_progress_fn progress, void *payload);
+
+/** Called after each step of kvfts_optimize(): index bytes merged so far
+ *  of @p total in the merge under way, and the segments there are now.
+ *  Non-zero stops the optimize (what is merged stays merged; the next
+ *  kvfts_optimize() or the merging writers do goes on from there). */
+typedef int (*kvfts_merge_fn)(void *payload, uint64_t done, uint64_t total,
+                              uint64_t segments);
+
+/** Merge the index's segments into one, dropping deleted and replaced
+ *  postings: the smallest index and the fastest searches.  Writes never
+ *  need it (each write merges a bounded amount as it goes, keeping a few
+ *  segments per size level); run it after a load or a large update.  It
+ *  works in steps of about 8 MB, each its own transaction, so readers and
+ *  writers go on meanwhile and an interrupted optimize resumes where it
+ *  stopped.  @p progress may be NULL. */
+KVFTS_EXTERN(int) kvfts_optimize(kvfts_db *db, kvfts_merge_fn progress,
+                                 void *payload);
 
 /** Flush and checkpoint, removing log files no longer needed. */
 KVFTS_EXTERN(int) kvfts_checkpoint(kvfts_db *db);

@@ -1,28 +1,41 @@
 /*
- * idx_buffer.c -- the bulk buffer: new postings held in memory until a
- * flush merges them into the stored index (idx_write.c) or a check compares
- * them with it (idx_check.c).
+ * idx_buffer.c -- a shard of the bulk buffer: the changes of a batch's
+ * documents, analyzed and held in memory until the segment writer
+ * (idx_segw.c) turns them into one segment.
  *
- * Each buffered term (a "field\0term" key in w->bterms, id t) owns a chain
- * of chunks in one arena, and its postings are appended to the chain as
- * bytes, the way SQLite FTS5's pending-terms hash and Lucene's byte-block
- * pool keep theirs:
+ * A shard belongs to one thread at a time: each analysis worker of a batch
+ * owns one (idx_write.c), and so does a writer without workers.  It has its
+ * own analysis (tok_analysis: tokenizers and stemmers are not shared across
+ * threads) and its own table of field names (local field numbers, mapped to
+ * the database's field ids by the writer at flush time, in the
+ * transaction), so analysis touches no shared state and no Berkeley DB.
  *
- *   posting  = zigzag-varint(doc id - previous doc id of the term)
- *              varint(tf)
- *              tf varints: the first position, then gaps   (positions on)
+ * A change (old version -> new version of document D; either may be
+ * absent) is analyzed into both versions' terms with their views (column,
+ * tf, positions; columns here are local field << 2 | kinds) and compared
+ * term by term: a term only in the old version gets a deletion record, one
+ * only in the new a posting, one in both a deletion and a posting when its
+ * views differ, and nothing when they are the same (the stored posting
+ * stays the current one: an edit of one field rewrites that field's terms
+ * only).  Each record is appended to the term's chain of chunks in one
+ * arena, as SQLite FTS5's pending-terms hash and Lucene's byte-block pool
+ * keep theirs:
+ *
+ *   record   = varint(zigzag(D - previous D of the term) << 1 | deletion)
+ *              posting:   varint views, per view: varint column,
+ *                         varint tf, tf varints (first position, gaps)
+ *              deletion:  varint columns, the columns
  *   chunk    = u32 next chunk's offset (0: none) | payload
  *
  * Chunks start at 32 bytes and grow four times each step up to 2 KiB, so a
- * term seen once costs 32 bytes and a long list wastes little.  A posting
- * is about 4-6 bytes where the former arrays of (term, doc, tf, position
- * offset) records took 20-30, so one flush covers five times as many
- * documents; a fresh load of the Debian catalog is one flush, which writes
- * the B-tree front to back with full pages.
+ * term seen once costs 32 bytes and a long list wastes little.  Doc ids of
+ * a term are usually ascending (new documents get new ids); a replaced
+ * document keeps its id, so the signed gap allows any order and the reader
+ * sorts a term that came out of order.
  *
- * Doc ids of a term are usually ascending (new documents get new ids); a
- * replaced document keeps its id, so the signed gap allows any order and
- * the decoder sorts a term that came out of order.
+ * The shard also keeps each new version's field lengths (written to
+ * doclens.db at flush), the ids deleted, and the changes to each field's
+ * statistics (documents having it, sum of lengths) for BM25.
  */
 #include "idx_int.h"
 
@@ -32,17 +45,367 @@
 #define CHUNK_MIN 32u
 #define CHUNK_MAX 2048u
 #define ARENA_MAX (3u * 1024u * 1024u * 1024u)   /* offsets are 32 bits */
+#define NONE UINT32_MAX
+
+/* One buffered term: a chain of chunks holding its records. */
+typedef struct tbuf {
+    uint32_t head, tail;  /* arena offsets of its first and last chunk */
+    uint32_t used;        /* payload bytes used in the last chunk */
+    uint32_t last;        /* doc id of the last record */
+    uint32_t n;           /* records */
+    uint8_t cls;          /* size class of the last chunk */
+    bool unsorted;        /* a doc id came after a larger one */
+} tbuf;
+
+struct idx_shard {
+    tok_analysis *a;
+    bool positions;
+    strtab fields;        /* local field numbers: path -> lf */
+    uint32_t lf_all;      /* the local number of "_all" */
+    int64_t *ddocs, *dlen;/* per lf: change of the field's statistics */
+    uint32_t fdcap;
+    idx_dterms oldv, newv;
+    /* the buffer */
+    strtab terms;
+    tbuf *tb;
+    uint32_t tbcap;
+    kv_buf arena;
+    kv_buf enc;
+    uint64_t records;
+    uint64_t docs;        /* changes analyzed */
+    /* lengths */
+    idx_doclen *dl;
+    uint32_t ndl, dlcap;
+    idx_len *lens;
+    uint32_t nlens, lcap;
+    uint32_t *deleted;
+    uint32_t ndeleted, delcap;
+    uint64_t skipped;
+    /* the sorted order */
+    uint32_t *order;
+    uint32_t ocap;
+};
+
+/* ---- deletion lists ------------------------------------------------------ */
+
+void idx_dels_init(idx_dels *d)
+{
+    memset(d, 0, sizeof *d);
+}
+
+void idx_dels_free(idx_dels *d)
+{
+    kv_free(d->ids);
+    kv_free(d->cstart);
+    kv_free(d->cols);
+    memset(d, 0, sizeof *d);
+}
+
+void idx_dels_reset(idx_dels *d)
+{
+    d->n = d->nc = 0;
+    if (d->cstart)
+        d->cstart[0] = 0;
+}
+
+int idx_dels_add(idx_dels *d, uint32_t id, const uint32_t *cols,
+                 uint32_t ncols, kv_err *err)
+{
+    uint32_t c = d->cap;
+    int rc = idx__grow(&d->ids, &c, (uint64_t)d->n + 2, 4, err);
+    c = d->cap;
+    if (!rc)
+        rc = idx__grow(&d->cstart, &c, (uint64_t)d->n + 2, 4, err);
+    if (!rc) {
+        d->cap = c;
+        rc = idx__grow(&d->cols, &d->ccap, (uint64_t)d->nc + ncols + 1, 4,
+                       err);
+    }
+    if (rc)
+        return rc;
+    if (d->n == 0)
+        d->cstart[0] = 0;
+    d->ids[d->n] = id;
+    memcpy(d->cols + d->nc, cols, (size_t)ncols * 4);
+    d->nc += ncols;
+    d->n++;
+    d->cstart[d->n] = d->nc;
+    return KVFTS_OK;
+}
+
+/* ---- one version of a document ------------------------------------------- */
+
+static void dterms_free(idx_dterms *d)
+{
+    idx__strtab_free(&d->terms);
+    kv_free(d->vhead);
+    kv_free(d->vnext);
+    kv_free(d->vcol);
+    kv_free(d->vtf);
+    kv_free(d->vpos);
+    kv_free(d->occ_v);
+    kv_free(d->occ_p);
+    kv_free(d->pos);
+    kv_free(d->flen);
+    kv_free(d->ftouched);
+    memset(d, 0, sizeof *d);
+}
+
+static int field_lf(idx_shard *s, const char *name, size_t len, uint32_t *lf,
+                    kv_err *err)
+{
+    bool added;
+    int rc = idx__strtab_put(&s->fields, name, len, lf, &added, err);
+    if (rc || !added)
+        return rc;
+    uint32_t c = s->fdcap;
+    rc = idx__grow(&s->ddocs, &c, (uint64_t)*lf + 1, 8, err);
+    c = s->fdcap;
+    if (!rc)
+        rc = idx__grow(&s->dlen, &c, (uint64_t)*lf + 1, 8, err);
+    if (rc)
+        return rc;
+    for (uint32_t i = s->fdcap; i < c; i++)
+        s->ddocs[i] = s->dlen[i] = 0;
+    s->fdcap = c;
+    return KVFTS_OK;
+}
+
+static int on_term(void *payload, const tok_term *t)
+{
+    idx_dterms *d = payload;
+    idx_shard *s = d->shard;
+    kv_err *err = d->err;
+    bool is_all = t->field_len == 4 && memcmp(t->field, TOK_ALL_FIELD, 4) == 0;
+    if (is_all && t->dual)
+        return KVFTS_OK;      /* already in the field's view (kinds 3) */
+    if (memchr(t->src, 0, t->src_len))
+        return kv_seterr(err, KVFTS_EINVAL,
+                         "field name with a NUL character cannot be indexed");
+    uint32_t lf;
+    int rc = field_lf(s, t->src, t->src_len, &lf, err);
+    if (rc)
+        return rc;
+    unsigned kinds = is_all ? 2u : t->dual ? 3u : 1u;
+    if (t->term_len == 0 || memchr(t->term, 0, t->term_len))
+        return KVFTS_OK;     /* a NUL-bearing keyword value is not indexed */
+    uint32_t e;
+    bool added;
+    rc = idx__strtab_put(&d->terms, t->term, t->term_len, &e, &added, err);
+    if (rc)
+        return rc;
+    if (added) {
+        if ((rc = idx__grow(&d->vhead, &d->ecap, (uint64_t)e + 1, 4, err)))
+            return rc;
+        d->vhead[e] = NONE;
+    }
+    uint32_t col = lf << 2 | kinds, v;
+    for (v = d->vhead[e]; v != NONE && d->vcol[v] != col; v = d->vnext[v])
+        ;
+    if (v == NONE) {
+        v = d->nview;
+        uint32_t c = d->vcap;
+        if ((rc = idx__grow(&d->vnext, &c, (uint64_t)v + 1, 4, err)))
+            return rc;
+        c = d->vcap;
+        if ((rc = idx__grow(&d->vcol, &c, (uint64_t)v + 1, 4, err)))
+            return rc;
+        c = d->vcap;
+        if ((rc = idx__grow(&d->vtf, &c, (uint64_t)v + 1, 4, err)))
+            return rc;
+        c = d->vcap;
+        if ((rc = idx__grow(&d->vpos, &c, (uint64_t)v + 1, 4, err)))
+            return rc;
+        d->vcap = c;
+        d->nview++;
+        d->vcol[v] = col;
+        d->vtf[v] = 0;
+        d->vnext[v] = d->vhead[e];
+        d->vhead[e] = v;
+    }
+    d->vtf[v]++;
+    uint32_t c = d->ocap;
+    if ((rc = idx__grow(&d->occ_v, &c, (uint64_t)d->nocc + 1, 4, err)))
+        return rc;
+    c = d->ocap;
+    if ((rc = idx__grow(&d->occ_p, &c, (uint64_t)d->nocc + 1, 4, err)))
+        return rc;
+    d->ocap = c;
+    d->occ_v[d->nocc] = v;
+    d->occ_p[d->nocc] = t->pos;
+    d->nocc++;
+    return KVFTS_OK;
+}
+
+/* Analyze json into d (reset first): terms, views sorted by column,
+ * positions grouped per view (repeats of one position dropped), field
+ * lengths.  json NULL: the version is absent. */
+static int dterms_build(idx_shard *s, idx_dterms *d, const char *json,
+                        size_t len, kv_err *err)
+{
+    idx__strtab_reset(&d->terms);
+    d->nview = d->nocc = 0;
+    for (uint32_t i = 0; i < d->nft; i++)
+        d->flen[d->ftouched[i]] = 0;
+    d->nft = 0;
+    if (!json)
+        return KVFTS_OK;
+    d->err = err;
+    d->shard = s;
+    int rc = tok_analysis_run_doc(s->a, json, len, on_term, d, err);
+    if (rc)
+        return rc;
+    /* Group positions by view (counting sort: emission order within a
+     * view is position order). */
+    if ((rc = idx__grow(&d->pos, &d->pcap, (uint64_t)d->nocc + 1, 4, err)))
+        return rc;
+    uint32_t acc = 0;
+    for (uint32_t v = 0; v < d->nview; v++) {
+        d->vpos[v] = acc;
+        acc += d->vtf[v];
+        d->vtf[v] = 0;
+    }
+    for (uint32_t i = 0; i < d->nocc; i++) {
+        uint32_t v = d->occ_v[i];
+        uint32_t at = d->vpos[v] + d->vtf[v];
+        if (d->vtf[v] && d->pos[at - 1] >= d->occ_p[i])
+            continue;
+        d->pos[at] = d->occ_p[i];
+        d->vtf[v]++;
+    }
+    /* Lengths: the tf of the kind-1 views of each field, and of every
+     * kind-2 view for `_all` (a field of its own, lf_all). */
+    uint32_t need = s->fields.n;
+    if (need > d->fcap) {
+        uint32_t old = d->fcap;
+        if ((rc = idx__grow(&d->flen, &d->fcap, need, 4, err)))
+            return rc;
+        memset(d->flen + old, 0, (size_t)(d->fcap - old) * 4);
+    }
+    for (uint32_t v = 0; v < d->nview; v++) {
+        uint32_t f[2] = { d->vcol[v] >> 2, s->lf_all };
+        for (int k = 0; k < 2; k++) {
+            if (!(d->vcol[v] & (1u << k)))
+                continue;
+            if (d->flen[f[k]] == 0) {
+                if ((rc = idx__grow(&d->ftouched, &d->ftcap,
+                                    (uint64_t)d->nft + 1, 4, err)))
+                    return rc;
+                d->ftouched[d->nft++] = f[k];
+            }
+            d->flen[f[k]] += d->vtf[v];
+        }
+    }
+    /* Each term's views in ascending column order (insertion sort of its
+     * short linked list). */
+    for (uint32_t e = 0; e < d->terms.n; e++) {
+        uint32_t sorted = NONE;
+        for (uint32_t v = d->vhead[e]; v != NONE;) {
+            uint32_t next = d->vnext[v];
+            uint32_t *pp = &sorted;
+            while (*pp != NONE && d->vcol[*pp] < d->vcol[v])
+                pp = &d->vnext[*pp];
+            d->vnext[v] = *pp;
+            *pp = v;
+            v = next;
+        }
+        d->vhead[e] = sorted;
+    }
+    return KVFTS_OK;
+}
+
+/* ---- the shard ------------------------------------------------------------ */
+
+int idx_shard_new(idx_shard **out, const char *config_json, size_t len,
+                  kv_err *err)
+{
+    *out = NULL;
+    idx_shard *s = kv_calloc(1, sizeof *s);
+    if (!s)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    int rc = tok_analysis_new(&s->a, config_json, len, err);
+    if (!rc)
+        rc = field_lf(s, TOK_ALL_FIELD, 4, &s->lf_all, err);
+    if (rc) {
+        idx_shard_free(s);
+        return rc;
+    }
+    s->positions = tok_analysis_positions(s->a);
+    *out = s;
+    return KVFTS_OK;
+}
+
+void idx_shard_free(idx_shard *s)
+{
+    if (!s)
+        return;
+    tok_analysis_free(s->a);
+    idx__strtab_free(&s->fields);
+    kv_free(s->ddocs);
+    kv_free(s->dlen);
+    dterms_free(&s->oldv);
+    dterms_free(&s->newv);
+    idx__strtab_free(&s->terms);
+    kv_free(s->tb);
+    kv_buf_free(&s->arena);
+    kv_buf_free(&s->enc);
+    kv_free(s->dl);
+    kv_free(s->lens);
+    kv_free(s->deleted);
+    kv_free(s->order);
+    kv_free(s);
+}
+
+void idx_shard_reset(idx_shard *s)
+{
+    idx__strtab_reset(&s->terms);
+    s->arena.len = 0;
+    s->records = s->docs = 0;
+    s->ndl = s->nlens = s->ndeleted = 0;
+    s->skipped = 0;
+    for (uint32_t i = 0; i < s->fields.n; i++)
+        s->ddocs[i] = s->dlen[i] = 0;
+}
+
+size_t idx_shard_bytes(const idx_shard *s)
+{
+    /* The arena counts by use: its unused capacity is never touched, so
+     * it is not resident.  A flush adds one sorted array of the terms. */
+    return s->arena.len + idx__strtab_bytes(&s->terms) +
+           (size_t)s->tbcap * sizeof *s->tb + (size_t)s->terms.n * 4 +
+           (size_t)s->ndl * sizeof *s->dl + (size_t)s->nlens * sizeof *s->lens;
+}
+
+uint64_t idx_shard_docs(const idx_shard *s)
+{
+    return s->docs;
+}
+
+uint64_t idx_shard_skipped(const idx_shard *s)
+{
+    return s->skipped;
+}
+
+uint32_t idx_shard_nfields(const idx_shard *s)
+{
+    return s->fields.n;
+}
+
+const char *idx_shard_field(const idx_shard *s, uint32_t lf, uint32_t *len)
+{
+    return idx__strtab_str(&s->fields, lf, len);
+}
 
 static uint32_t chunk_size(uint8_t cls)
 {
-    uint32_t s = CHUNK_MIN << (2 * cls);
-    return s > CHUNK_MAX ? CHUNK_MAX : s;
+    uint32_t sz = CHUNK_MIN << (2 * cls);
+    return sz > CHUNK_MAX ? CHUNK_MAX : sz;
 }
 
 /* A new chunk of class cls at the end of the arena; *off gets its offset. */
-static int chunk_new(idx_writer *w, uint8_t cls, uint32_t *off, kv_err *err)
+static int chunk_new(idx_shard *s, uint8_t cls, uint32_t *off, kv_err *err)
 {
-    kv_buf *a = &w->arena;
+    kv_buf *a = &s->arena;
     size_t base = a->len ? a->len : 8;    /* offset 0 means "no chunk" */
     size_t sz = chunk_size(cls);
     if (base + sz > ARENA_MAX)
@@ -63,8 +426,7 @@ static int chunk_new(idx_writer *w, uint8_t cls, uint32_t *off, kv_err *err)
     return KVFTS_OK;
 }
 
-/* Append n bytes to term t's chain. */
-static int chain_append(idx_writer *w, idx_tbuf *tb, const unsigned char *p,
+static int chain_append(idx_shard *s, tbuf *tb, const unsigned char *p,
                         size_t n, kv_err *err)
 {
     while (n) {
@@ -73,17 +435,17 @@ static int chain_append(idx_writer *w, idx_tbuf *tb, const unsigned char *p,
             uint8_t cls = (uint8_t)(tb->cls + (chunk_size(tb->cls) <
                                                CHUNK_MAX));
             uint32_t off = 0;
-            int rc = chunk_new(w, cls, &off, err);
+            int rc = chunk_new(s, cls, &off, err);
             if (rc)
                 return rc;
-            memcpy(w->arena.data + tb->tail, &off, 4);
+            memcpy(s->arena.data + tb->tail, &off, 4);
             tb->tail = off;
             tb->cls = cls;
             tb->used = 0;
             continue;
         }
         uint32_t k = n < room ? (uint32_t)n : room;
-        memcpy(w->arena.data + tb->tail + 4 + tb->used, p, k);
+        memcpy(s->arena.data + tb->tail + 4 + tb->used, p, k);
         tb->used += k;
         p += k;
         n -= k;
@@ -91,189 +453,363 @@ static int chain_append(idx_writer *w, idx_tbuf *tb, const unsigned char *p,
     return KVFTS_OK;
 }
 
-int idx__buf_add(idx_writer *w, const char *key, size_t klen, uint32_t doc,
-                 uint32_t tf, const uint32_t *pos, kv_err *err)
+/* Append a record for term (t, tl) of doc: a posting of version d's entry
+ * e (del false), or a deletion with the columns of d's entry e. */
+static int record(idx_shard *s, const char *t, size_t tl, uint32_t doc,
+                  const idx_dterms *d, uint32_t e, bool del, kv_err *err)
 {
-    uint32_t t;
+    uint32_t id;
     bool added;
-    int rc = idx__strtab_put(&w->bterms, key, klen, &t, &added, err);
+    int rc = idx__strtab_put(&s->terms, t, tl, &id, &added, err);
     if (rc)
         return rc;
     if (added) {
-        if ((rc = idx__grow(&w->tb, &w->tbcap, (uint64_t)t + 1,
-                            sizeof *w->tb, err)) != 0)
+        if ((rc = idx__grow(&s->tb, &s->tbcap, (uint64_t)id + 1,
+                            sizeof *s->tb, err)))
             return rc;
         uint32_t off = 0;
-        if ((rc = chunk_new(w, 0, &off, err)) != 0)
+        if ((rc = chunk_new(s, 0, &off, err)))
             return rc;
-        w->tb[t] = (idx_tbuf){ off, off, 0, 0, 0, 0, false };
+        s->tb[id] = (tbuf){ off, off, 0, 0, 0, 0, false };
     }
-    idx_tbuf *tb = &w->tb[t];
-    uint32_t np = w->positions ? tf : 0;
-    kv_buf *e = &w->enc;
-    e->len = 0;
-    if ((rc = kv_buf_reserve(e, 20 + (size_t)np * 5, err)) != 0)
+    tbuf *tb = &s->tb[id];
+    uint32_t nv = 0;
+    uint64_t npos = 0;
+    for (uint32_t v = d->vhead[e]; v != NONE; v = d->vnext[v]) {
+        nv++;
+        npos += d->vtf[v];
+    }
+    kv_buf *b = &s->enc;
+    b->len = 0;
+    if ((rc = kv_buf_reserve(b, 20 + (size_t)nv * 15 +
+                             (s->positions ? npos * 5 : 0), err)))
         return rc;
-    unsigned char *p = (unsigned char *)e->data;
+    unsigned char *p = (unsigned char *)b->data;
     size_t k = 0;
     int64_t gap = (int64_t)doc - (int64_t)tb->last;
-    k += idx_varint_put(p + k, ((uint64_t)gap << 1) ^ (uint64_t)(gap >> 63));
-    k += idx_varint_put(p + k, tf);
-    for (uint32_t j = 0; j < np; j++)
-        k += idx_varint_put(p + k, j ? pos[j] - pos[j - 1] : pos[0]);
-    if ((rc = chain_append(w, tb, p, k, err)) != 0)
+    uint64_t zz = ((uint64_t)gap << 1) ^ (uint64_t)(gap >> 63);
+    k += idx_varint_put(p + k, zz << 1 | del);
+    k += idx_varint_put(p + k, nv);
+    for (uint32_t v = d->vhead[e]; v != NONE; v = d->vnext[v]) {
+        k += idx_varint_put(p + k, d->vcol[v]);
+        if (del)
+            continue;
+        k += idx_varint_put(p + k, d->vtf[v]);
+        if (!s->positions)
+            continue;
+        const uint32_t *ps = d->pos + d->vpos[v];
+        for (uint32_t j = 0; j < d->vtf[v]; j++)
+            k += idx_varint_put(p + k, j ? ps[j] - ps[j - 1] : ps[0]);
+    }
+    if ((rc = chain_append(s, tb, p, k, err)))
         return rc;
     if (tb->n && doc <= tb->last)
         tb->unsorted = true;
     tb->last = doc;
     tb->n++;
-    w->npost++;
+    s->records++;
     return KVFTS_OK;
 }
 
-size_t idx__buf_bytes(const idx_writer *w)
+/* True if entry ea of a and eb of b have the same views (columns, tfs,
+ * positions). */
+static bool same_views(const idx_dterms *a, uint32_t ea, const idx_dterms *b,
+                       uint32_t eb)
 {
-    /* The arena counts by use: its unused capacity is never touched, so
-     * it is not resident.  A flush adds one sorted array of the terms. */
-    return w->arena.len + (size_t)w->tbcap * sizeof *w->tb +
-           (size_t)w->bterms.n * sizeof(keyref);
+    uint32_t va = a->vhead[ea], vb = b->vhead[eb];
+    for (; va != NONE && vb != NONE; va = a->vnext[va], vb = b->vnext[vb])
+        if (a->vcol[va] != b->vcol[vb] || a->vtf[va] != b->vtf[vb] ||
+            memcmp(a->pos + a->vpos[va], b->pos + b->vpos[vb],
+                   (size_t)a->vtf[va] * 4) != 0)
+            return false;
+    return va == NONE && vb == NONE;
 }
 
-void idx__buf_reset(idx_writer *w)
+static int add_lengths(idx_shard *s, uint32_t docid, const idx_dterms *d,
+                       int sign, kv_err *err)
 {
-    w->arena.len = 0;
-    w->npost = 0;
-}
-
-void idx__buf_free(idx_writer *w)
-{
-    kv_buf_free(&w->arena);
-    kv_buf_free(&w->enc);
-    kv_free(w->tb);
-    w->tb = NULL;
-    w->tbcap = 0;
-    idx__tpost_free(&w->tp);
-}
-
-int idx__buf_terms(idx_writer *w, keyref **order, kv_err *err)
-{
-    uint32_t nt = w->bterms.n;
-    *order = kv_malloc(((size_t)nt + 1) * sizeof **order);
-    if (!*order)
-        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    for (uint32_t t = 0; t < nt; t++) {
-        uint32_t l;
-        (*order)[t].s = idx__strtab_str(&w->bterms, t, &l);
-        (*order)[t].len = l;
-        (*order)[t].id = t;
-    }
-    if (nt > 1)
-        qsort(*order, nt, sizeof **order, idx__keyref_cmp);
-    return KVFTS_OK;
-}
-
-void idx__tpost_free(idx_tpost *tp)
-{
-    kv_free(tp->ids);
-    kv_free(tp->tfs);
-    kv_free(tp->poff);
-    kv_free(tp->pos);
-    kv_free(tp->perm);
-    kv_free(tp->tmp);
-    kv_buf_free(&tp->bytes);
-    memset(tp, 0, sizeof *tp);
-}
-
-static const idx_tpost *sort_tp;
-
-static int perm_cmp(const void *a, const void *b)
-{
-    uint32_t x = sort_tp->ids[*(const uint32_t *)a];
-    uint32_t y = sort_tp->ids[*(const uint32_t *)b];
-    return x < y ? -1 : x > y;
-}
-
-/* Put the postings of tp in doc id order (rare: a replaced document). */
-static int tpost_sort(idx_tpost *tp, kv_err *err)
-{
-    uint32_t n = tp->n;
     int rc;
-    if ((rc = idx__grow(&tp->perm, &tp->permcap, n, 4, err)) != 0 ||
-        (rc = idx__grow(&tp->tmp, &tp->tmpcap, (uint64_t)n + 1, 4, err)) != 0)
-        return rc;
-    for (uint32_t i = 0; i < n; i++)
-        tp->perm[i] = i;
-    sort_tp = tp;          /* qsort has no payload; a flush is one thread */
-    qsort(tp->perm, n, 4, perm_cmp);
-    sort_tp = NULL;
-    /* ids and tfs through tmp; positions stay where they are and poff
-     * points into them (offsets need not ascend). */
-    uint32_t *arrays[] = { tp->ids, tp->tfs, tp->poff };
-    for (size_t a = 0; a < 3; a++) {
-        for (uint32_t i = 0; i < n; i++)
-            tp->tmp[i] = arrays[a][tp->perm[i]];
-        memcpy(arrays[a], tp->tmp, (size_t)n * 4);
+    if (sign > 0) {
+        if ((rc = idx__grow(&s->dl, &s->dlcap, (uint64_t)s->ndl + 1,
+                            sizeof *s->dl, err)))
+            return rc;
+        s->dl[s->ndl] = (idx_doclen){ docid, s->nlens, 0 };
+    }
+    for (uint32_t i = 0; i < d->nft; i++) {
+        uint32_t lf = d->ftouched[i];
+        uint32_t len = d->flen[lf];
+        if (len == 0)
+            continue;
+        s->ddocs[lf] += sign;
+        s->dlen[lf] += sign * (int64_t)len;
+        if (sign < 0)
+            continue;
+        if ((rc = idx__grow(&s->lens, &s->lcap, (uint64_t)s->nlens + 1,
+                            sizeof *s->lens, err)))
+            return rc;
+        s->lens[s->nlens++] = (idx_len){ lf, len };
+    }
+    if (sign > 0) {
+        s->dl[s->ndl].n = s->nlens - s->dl[s->ndl].off;
+        s->ndl++;
     }
     return KVFTS_OK;
 }
 
-int idx__buf_decode(idx_writer *w, uint32_t t, idx_tpost *tp, kv_err *err)
+int idx_shard_doc(idx_shard *s, uint32_t docid, const char *old_json,
+                  size_t old_len, const char *new_json, size_t new_len,
+                  kv_err *err)
 {
-    const idx_tbuf *tb = &w->tb[t];
-    kv_buf *by = &tp->bytes;
+    int rc = dterms_build(s, &s->oldv, old_json, old_len, err);
+    if (rc == KVFTS_EINVAL) {
+        kv_err_prefix(err, "stored version no longer analyzes");
+        err->code = rc = KVFTS_ECORRUPT;
+    }
+    if (rc)
+        return rc;
+    tok_stats before, after;
+    tok_analysis_stats(s->a, &before);
+    rc = dterms_build(s, &s->newv, new_json, new_len, err);
+    tok_analysis_stats(s->a, &after);
+    if (rc)
+        return rc;
+    s->skipped += after.too_long - before.too_long;
+    idx_dterms *o = &s->oldv, *n = &s->newv;
+    for (uint32_t e = 0; !rc && e < o->terms.n; e++) {
+        uint32_t tl, en;
+        const char *t = idx__strtab_str(&o->terms, e, &tl);
+        bool in_new = n->terms.n && idx__strtab_get(&n->terms, t, tl, &en);
+        if (in_new && same_views(o, e, n, en))
+            continue;
+        rc = record(s, t, tl, docid, o, e, true, err);
+    }
+    for (uint32_t e = 0; !rc && e < n->terms.n; e++) {
+        uint32_t tl, eo;
+        const char *t = idx__strtab_str(&n->terms, e, &tl);
+        if (o->terms.n && idx__strtab_get(&o->terms, t, tl, &eo) &&
+            same_views(o, eo, n, e))
+            continue;
+        rc = record(s, t, tl, docid, n, e, false, err);
+    }
+    if (!rc && old_json)
+        rc = add_lengths(s, docid, o, -1, err);
+    if (!rc && new_json)
+        rc = add_lengths(s, docid, n, +1, err);
+    if (!rc && old_json && !new_json) {
+        rc = idx__grow(&s->deleted, &s->delcap, (uint64_t)s->ndeleted + 1, 4,
+                       err);
+        if (!rc)
+            s->deleted[s->ndeleted++] = docid;
+    }
+    if (!rc)
+        s->docs++;
+    return rc;
+}
+
+void idx_shard_lengths(const idx_shard *s, const idx_doclen **docs,
+                       uint32_t *ndocs, const idx_len **lens,
+                       const uint32_t **deleted, uint32_t *ndeleted)
+{
+    *docs = s->dl;
+    *ndocs = s->ndl;
+    *lens = s->lens;
+    *deleted = s->deleted;
+    *ndeleted = s->ndeleted;
+}
+
+void idx_shard_field_deltas(const idx_shard *s, const int64_t **ddocs,
+                            const int64_t **dlen)
+{
+    *ddocs = s->ddocs;
+    *dlen = s->dlen;
+}
+
+/* ---- reading the shard back ----------------------------------------------- */
+
+int idx_shard_sort(idx_shard *s, kv_err *err)
+{
+    int rc = idx__grow(&s->order, &s->ocap, (uint64_t)s->terms.n + 1, 4, err);
+    return rc ? rc : idx__strtab_sorted(&s->terms, s->order, err);
+}
+
+uint32_t idx_shard_nterms(const idx_shard *s)
+{
+    return s->terms.n;
+}
+
+const char *idx_shard_term(const idx_shard *s, uint32_t i, uint32_t *len)
+{
+    return idx__strtab_str(&s->terms, s->order[i], len);
+}
+
+void idx_tl_scratch_free(idx_tl_scratch *sc)
+{
+    kv_buf_free(&sc->bytes);
+    kv_free(sc->perm);
+    memset(sc, 0, sizeof *sc);
+}
+
+uint32_t idx_shard_term_postings(const idx_shard *s, uint32_t i)
+{
+    return s->tb[s->order[i]].n;
+}
+
+uint32_t idx_shard_term_lower(const idx_shard *s, const char *term,
+                              size_t tlen)
+{
+    uint32_t lo = 0, hi = s->terms.n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2, l;
+        const char *x = idx__strtab_str(&s->terms, s->order[mid], &l);
+        if (idx__bytes_cmp(x, l, term, tlen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int srt_cmp(const void *a, const void *b)
+{
+    const struct idx_srt *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Put l's documents in id order (rare: a replaced document's id came
+ * after larger ones). */
+static int plist_sort(idx_tl_scratch *s, idx_plist *l, kv_err *err)
+{
+    int rc = idx__grow(&s->perm, &s->permcap, (uint64_t)l->n + 1,
+                       sizeof *s->perm, err);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < l->n; i++)
+        s->perm[i] = (struct idx_srt){ l->ids[i], i };
+    qsort(s->perm, l->n, sizeof *s->perm, srt_cmp);
+    idx_plist copy;
+    idx_plist_init(&copy);
+    idx_plist_reset(&copy, l->positions);
+    for (uint32_t i = 0; !rc && i < l->n; i++)
+        rc = idx_plist_copy_doc(&copy, l, s->perm[i].at, NULL, err);
+    if (!rc) {
+        idx_plist t = *l;
+        *l = copy;
+        copy = t;
+    }
+    idx_plist_free(&copy);
+    return rc;
+}
+
+static int dels_sort(idx_tl_scratch *s, idx_dels *d, kv_err *err)
+{
+    int rc = idx__grow(&s->perm, &s->permcap, (uint64_t)d->n + 1,
+                       sizeof *s->perm, err);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < d->n; i++)
+        s->perm[i] = (struct idx_srt){ d->ids[i], i };
+    qsort(s->perm, d->n, sizeof *s->perm, srt_cmp);
+    idx_dels copy;
+    idx_dels_init(&copy);
+    for (uint32_t i = 0; !rc && i < d->n; i++) {
+        uint32_t k = s->perm[i].at;
+        rc = idx_dels_add(&copy, d->ids[k], d->cols + d->cstart[k],
+                          d->cstart[k + 1] - d->cstart[k], err);
+    }
+    if (!rc) {
+        idx_dels t = *d;
+        *d = copy;
+        copy = t;
+    }
+    idx_dels_free(&copy);
+    return rc;
+}
+
+int idx_shard_term_lists(const idx_shard *s, uint32_t i, idx_tl_scratch *sc,
+                         idx_plist *adds, idx_dels *dels, kv_err *err)
+{
+    const tbuf *tb = &s->tb[s->order[i]];
+    kv_buf *by = &sc->bytes;
     by->len = 0;
     /* Gather the chain into one run of bytes (chunk sizes follow the
      * classes: 32, 128, 512, then 2 KiB). */
     uint8_t cls = 0;
     for (uint32_t off = tb->head; off; cls += cls < 3) {
         uint32_t next;
-        memcpy(&next, w->arena.data + off, 4);
+        memcpy(&next, s->arena.data + off, 4);
         uint32_t sz = next ? chunk_size(cls) - 4 : tb->used;
-        int rc = kv_buf_append(by, w->arena.data + off + 4, sz, err);
+        int rc = kv_buf_append(by, s->arena.data + off + 4, sz, err);
         if (rc)
             return rc;
         off = next;
     }
-    uint32_t n = tb->n;
-    int rc;
-    if ((rc = idx__grow(&tp->ids, &tp->idcap, n, 4, err)) != 0 ||
-        (rc = idx__grow(&tp->tfs, &tp->tfcap, n, 4, err)) != 0 ||
-        (rc = idx__grow(&tp->poff, &tp->poffcap, (uint64_t)n + 1, 4, err)))
-        return rc;
+    idx_plist_reset(adds, s->positions);
+    idx_dels_reset(dels);
     const unsigned char *p = (const unsigned char *)by->data;
     const unsigned char *end = p + by->len;
-    uint64_t v, npos = 0;
     uint32_t last = 0;
-    tp->n = n;
-    tp->cf = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (!idx_varint_get(&p, end, &v))
+    bool sorted_adds = true, sorted_dels = true;
+    for (uint32_t r = 0; r < tb->n; r++) {
+        uint64_t v, nv;
+        if (!idx_varint_get(&p, end, &v) || !idx_varint_get(&p, end, &nv) ||
+            nv == 0)
             goto bad;
-        int64_t gap = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+        bool del = v & 1;
+        uint64_t zz = v >> 1;
+        int64_t gap = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
         last = (uint32_t)((int64_t)last + gap);
-        tp->ids[i] = last;
-        if (!idx_varint_get(&p, end, &v) || v == 0 || v > UINT32_MAX)
-            goto bad;
-        tp->tfs[i] = (uint32_t)v;
-        tp->cf += v;
-        tp->poff[i] = (uint32_t)npos;
-        if (!w->positions)
-            continue;
-        if ((rc = idx__grow(&tp->pos, &tp->poscap, npos + v, 4, err)) != 0)
+        int rc = idx_plist_reserve(adds, 1, nv, 0, err);
+        if (rc)
             return rc;
-        uint64_t acc = 0;
-        for (uint64_t j = 0; j < v; j++) {
-            uint64_t d;
-            if (!idx_varint_get(&p, end, &d))
-                goto bad;
-            acc += d;
-            tp->pos[npos++] = (uint32_t)acc;
+        if (del) {
+            uint32_t *cs = adds->vcol + adds->nv;   /* scratch room */
+            for (uint64_t k = 0; k < nv; k++) {
+                uint64_t c;
+                if (!idx_varint_get(&p, end, &c))
+                    goto bad;
+                cs[k] = (uint32_t)c;
+            }
+            if (dels->n && last <= dels->ids[dels->n - 1])
+                sorted_dels = false;
+            if ((rc = idx_dels_add(dels, last, cs, (uint32_t)nv, err)))
+                return rc;
+            continue;
         }
+        if (adds->n && last <= adds->ids[adds->n - 1])
+            sorted_adds = false;
+        /* A posting: views into the list directly. */
+        adds->ids[adds->n] = last;
+        for (uint64_t k = 0; k < nv; k++) {
+            uint64_t c, tf;
+            if (!idx_varint_get(&p, end, &c) ||
+                !idx_varint_get(&p, end, &tf) || tf == 0)
+                goto bad;
+            uint32_t w = adds->nv++;
+            adds->vcol[w] = (uint32_t)c;
+            adds->vtf[w] = (uint32_t)tf;
+            if (s->positions) {
+                if ((rc = idx_plist_reserve(adds, 0, 0, tf, err)))
+                    return rc;
+                uint64_t acc = 0;
+                for (uint64_t j = 0; j < tf; j++) {
+                    uint64_t g;
+                    if (!idx_varint_get(&p, end, &g))
+                        goto bad;
+                    acc += g;
+                    adds->pos[adds->np++] = (uint32_t)acc;
+                }
+            }
+            adds->poff[w + 1] = adds->np;
+        }
+        adds->n++;
+        adds->vstart[adds->n] = adds->nv;
     }
-    tp->poff[n] = (uint32_t)npos;
-    if (tb->unsorted)
-        return tpost_sort(tp, err);
-    return KVFTS_OK;
+    int rc = KVFTS_OK;
+    if (!sorted_adds)
+        rc = plist_sort(sc, adds, err);
+    if (!rc && !sorted_dels)
+        rc = dels_sort(sc, dels, err);
+    return rc;
 bad:
-    return kv_seterr(err, KVFTS_ERROR, "index buffer damaged (term %u)", t);
+    return kv_seterr(err, KVFTS_ERROR, "index buffer damaged (term %u)", i);
 }

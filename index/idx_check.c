@@ -1,16 +1,24 @@
 /*
  * idx_check.c -- rebuilding the index from the stored documents (kvfts
- * reindex, config changes) and checking that the stored index equals a
- * fresh analysis of them (kvfts check).
+ * reindex, config changes) and checking that the live index equals a fresh
+ * analysis of them (kvfts check).
  *
- * Both feed every document through an idx_writer (idx_write.c): a rebuild
- * with buffering on, merging into the emptied index; a check in "dry"
- * mode, which gathers the whole corpus's postings, field lengths and field
- * statistics in memory and writes nothing.  The check then walks that
- * buffer term by term in key order against the stored entries (headers,
- * every posting with tf and positions, block counts and last ids), looks
- * for stored terms no document produces, and compares field statistics and
- * each document's length record.
+ * A rebuild clears the index and writes every document through a writer
+ * (idx_write.c), flushing a segment whenever the buffer is full.
+ *
+ * A check analyzes every stored document as new into one shard of a
+ * buffer (idx_buffer.c), in memory, and compares it with the live index:
+ *  - terms, walked in byte order on both sides at once: a term only
+ *    expected is missing, one only live is extra;
+ *  - per term, its live postings across segments (every view: column, tf,
+ *    positions) against the expected ones, document by document;
+ *  - per term and column, the counts the entries give (postings minus
+ *    deletions, what searches and `kvfts term` answer) against the live
+ *    postings just read;
+ *  - each field's statistics (documents having it, sum of lengths);
+ *  - each document's length record, and that no other is left.
+ * Lengths are compared as sorted lists of (field id, length), so a
+ * document with many fields costs n log n, not n squared.
  */
 #include "idx_int.h"
 
@@ -21,8 +29,6 @@
 
 /* ---- rebuilding --------------------------------------------------------- */
 
-/* Feed every stored document to a writer (which writes, or in dry mode
- * gathers). */
 typedef struct feed {
     idx_writer *w;
     kv_txn *txn;
@@ -35,45 +41,34 @@ static int feed_doc(void *payload, const char *k, size_t kl, const kv_doc *d,
                     kv_err *err)
 {
     feed *f = payload;
-    int rc = idx_doc_prepare(f->w, NULL, 0, d->json, d->json_len, err);
+    int rc = idx_doc_write(f->w, d->docid, NULL, 0, d->json, d->json_len,
+                           err);
     if (rc == KVFTS_EINVAL) {
         kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
         err->code = rc = KVFTS_ECORRUPT;   /* it was accepted once */
     }
-    if (!rc)
-        rc = idx_doc_apply(f->w, f->txn, d->docid, err);
-    if (!rc && !f->w->dry && idx_flush_due(f->w))
+    if (!rc && idx_flush_due(f->w))
         rc = idx_flush(f->w, f->txn, err);
     if (!rc && ++f->n % 1000 == 0 && f->progress)
         f->progress(f->payload, f->n);
     return rc;
 }
 
-static int each_document(idx_writer *w, kv_txn *txn, idx_progress_fn progress,
-                         void *payload, uint64_t *ndocs, kv_err *err)
-{
-    feed f = { w, txn, progress, payload, 0 };
-    int rc = kv_doc_scan(txn, feed_doc, &f, err);
-    *ndocs = f.n;
-    return rc;
-}
-
-int idx_rebuild(kv_txn *txn, tok_analysis *a, size_t mem_limit,
-                idx_progress_fn progress, void *payload, kv_err *err)
+int idx_rebuild(kv_txn *txn, const char *config_json, size_t len,
+                size_t mem_limit, idx_progress_fn progress, void *payload,
+                kv_err *err)
 {
     idx_writer *w = NULL;
     int rc = idx_clear(txn, err);
     if (!rc)
-        rc = idx_writer_new(&w, a, mem_limit, err);
-    uint64_t n = 0;
-    if (!rc) {
-        w->buffering = true;
-        rc = each_document(w, txn, progress, payload, &n, err);
-    }
+        rc = idx_writer_new(&w, config_json, len, mem_limit, err);
+    feed f = { w, txn, progress, payload, 0 };
+    if (!rc)
+        rc = kv_doc_scan(txn, feed_doc, &f, err);
     if (!rc)
         rc = idx_flush(w, txn, err);
     if (!rc && progress)
-        progress(payload, n);
+        progress(payload, f.n);
     idx_writer_free(w);
     return rc;
 }
@@ -83,16 +78,23 @@ int idx_rebuild(kv_txn *txn, tok_analysis *a, size_t mem_limit,
 #define MAX_REPORTS 1000
 
 typedef struct checker {
-    idx_writer *w;
     kv_txn *txn;
     idx_report_fn report;
     void *payload;
     uint64_t found;
-    kv_buf msg;
     kv_buf key;
     kv_err *err;
-    struct fname { uint32_t id; uint32_t idx; } *ids;   /* stored id -> ours */
-    uint32_t nids, idcap;
+    idx_shard *sh;
+    uint32_t *fid;        /* per local field: its id (0: none stored) */
+    uint32_t *colmap;     /* local column -> global */
+    uint32_t *rev;        /* field id -> local field (UINT32_MAX: none) */
+    uint32_t nrev;
+    idx_reader *r;
+    idx_plist exp;        /* a term's expected postings (global columns) */
+    idx_plist tmp;
+    idx_dels dels;
+    idx_tl_scratch tl;
+    uint64_t ndocs;
 } checker;
 
 static int differ(checker *ck, const char *fmt, ...)
@@ -122,244 +124,395 @@ static const char *doc_name(checker *ck, uint32_t docid)
     return ck->key.data ? ck->key.data : "?";
 }
 
-static int check_term(checker *ck, const keyref *k, const idx_tpost *tp)
+static int analyze_doc(void *payload, const char *k, size_t kl,
+                       const kv_doc *d, kv_err *err)
 {
-    idx_writer *w = ck->w;
-    kv_err *err = ck->err;
-    uint32_t n = tp->n;
-    const char *field = k->s;
-    size_t flen = strlen(field);
-    const char *term = k->s + flen + 1;
-    int tlen = (int)(k->len - flen - 1);
-    idx_postings *p = NULL;
-    int rc = idx_postings_open(&p, ck->txn, field, flen, term, (size_t)tlen,
-                               err);
-    if (rc == KVFTS_ENOTFOUND)
-        return differ(ck, "fts::%s::%.*s: missing (expected count %u)",
-                      field, tlen, term, n);
+    checker *ck = payload;
+    int rc = idx_shard_doc(ck->sh, d->docid, NULL, 0, d->json, d->json_len,
+                           err);
+    if (rc == KVFTS_EINVAL) {
+        kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
+        err->code = rc = KVFTS_ECORRUPT;
+    }
+    ck->ndocs++;
+    return rc;
+}
+
+/* Local fields -> stored field ids (none created). */
+static int map_fields(checker *ck)
+{
+    uint32_t nf = idx_shard_nfields(ck->sh);
+    ck->fid = kv_calloc(nf + 1, sizeof *ck->fid);
+    ck->colmap = kv_calloc((size_t)nf * 4 + 1, sizeof *ck->colmap);
+    if (!ck->fid || !ck->colmap)
+        return kv_seterr(ck->err, KVFTS_ENOMEM, "out of memory");
+    for (uint32_t lf = 0; lf < nf; lf++) {
+        uint32_t l;
+        const char *name = idx_shard_field(ck->sh, lf, &l);
+        int rc = idx_field_id(ck->txn, name, l, &ck->fid[lf], ck->err);
+        if (rc)
+            return rc;
+        for (uint32_t k = 1; k < 4; k++)
+            ck->colmap[lf << 2 | k] = ck->fid[lf] << 2 | k;
+        if (ck->fid[lf] >= ck->nrev) {
+            uint32_t old = ck->nrev;
+            rc = idx__grow(&ck->rev, &ck->nrev, (uint64_t)ck->fid[lf] + 1, 4,
+                           ck->err);
+            if (rc)
+                return rc;
+            for (uint32_t k = old; k < ck->nrev; k++)
+                ck->rev[k] = UINT32_MAX;
+        }
+        ck->rev[ck->fid[lf]] = lf;
+    }
+    return KVFTS_OK;
+}
+
+/* Expected term i's postings into ck->exp, with global columns, each
+ * document's views ascending. */
+static int expected_postings(checker *ck, uint32_t i)
+{
+    int rc = idx_shard_term_lists(ck->sh, i, &ck->tl, &ck->tmp, &ck->dels,
+                                  ck->err);
     if (rc)
         return rc;
-    const idx_term_info *info = idx_postings_info(p);
-    uint64_t cf = tp->cf;
-    if (info->df != n || info->cf != cf)
-        rc = differ(ck, "fts::%s::%.*s: count %llu, occurrences %llu; "
-                    "expected %u, %llu", field, tlen, term,
-                    (unsigned long long)info->df,
-                    (unsigned long long)info->cf, n, (unsigned long long)cf);
-    uint32_t i = 0, blocks = 0, block_last = 0, last = 0;
-    int prc;
-    while (!rc && (prc = idx_postings_next(p, err)) == KVFTS_OK) {
-        uint32_t d = idx_postings_docid(p);
-        if (blocks == 0 || d > block_last) {
-            blocks++;
-            block_last = idx_postings_block_last(p);
+    idx_plist_reset(&ck->exp, ck->tmp.positions);
+    for (uint32_t d = 0; !rc && d < ck->tmp.n; d++) {
+        rc = idx_plist_copy_doc(&ck->exp, &ck->tmp, d, ck->colmap, ck->err);
+        /* sort the document's views by global column (selection sort: a
+         * document has few views of one term) */
+        idx_plist *l = &ck->exp;
+        uint32_t v0 = l->vstart[l->n - 1], v1 = l->vstart[l->n];
+        for (uint32_t a = v0; !rc && a < v1; a++) {
+            uint32_t m = a;
+            for (uint32_t b = a + 1; b < v1; b++)
+                if (l->vcol[b] < l->vcol[m])
+                    m = b;
+            if (m == a)
+                continue;
+            /* swap views a and m: columns, tfs and position runs */
+            uint32_t c = l->vcol[a], t = l->vtf[a];
+            l->vcol[a] = l->vcol[m];
+            l->vcol[m] = c;
+            l->vtf[a] = l->vtf[m];
+            l->vtf[m] = t;
+            if (l->positions) {
+                uint32_t n = l->poff[v1] - l->poff[v0];
+                uint32_t *p = kv_malloc(((size_t)n + 1) * 4);
+                if (!p)
+                    return kv_seterr(ck->err, KVFTS_ENOMEM, "out of memory");
+                /* rebuild the runs in the new view order from the old
+                 * offsets (the runs still follow the old order) */
+                uint32_t k = 0;
+                for (uint32_t v = v0; v < v1; v++) {
+                    uint32_t src = v == a ? m : v == m ? a : v;
+                    memcpy(p + k, l->pos + l->poff[src],
+                           (size_t)l->vtf[v] * 4);
+                    k += l->vtf[v];
+                }
+                memcpy(l->pos + l->poff[v0], p, (size_t)n * 4);
+                for (uint32_t v = v0; v < v1; v++)
+                    l->poff[v + 1] = l->poff[v] + l->vtf[v];
+                kv_free(p);
+            }
         }
-        last = d;
-        while (!rc && i < n && tp->ids[i] < d) {
-            rc = differ(ck, "fts::%s::%.*s: document '%s' missing", field,
-                        tlen, term, doc_name(ck, tp->ids[i]));
-            i++;
-        }
+    }
+    return rc;
+}
+
+/* Compare term t's live postings (every view) with ck->exp; check the
+ * counts the entries give against what was read. */
+static int check_term(checker *ck, const char *t, size_t tl)
+{
+    const idx_plist *x = &ck->exp;
+    idx_postings *p = NULL;
+    int rc = idx_postings_open(&p, ck->r, NULL, 0, t, tl, ck->err);
+    if (rc == KVFTS_ENOTFOUND) {
+        kv_err_clear(ck->err);
+        return x->n ? differ(ck, "fts::%.*s: no live postings, expected %u",
+                             (int)tl, t, x->n)
+                    : KVFTS_OK;
+    }
+    if (rc)
+        return rc;
+    uint32_t i = 0, seen = 0;
+    while (!rc && (rc = idx_postings_next(p, ck->err)) == KVFTS_OK) {
+        uint32_t id = idx_postings_docid(p);
+        seen++;
+        while (!rc && i < x->n && x->ids[i] < id)
+            rc = differ(ck, "fts::%.*s: document '%s' missing", (int)tl, t,
+                        doc_name(ck, x->ids[i++]));
         if (rc)
             break;
-        if (i == n || tp->ids[i] > d) {
-            rc = differ(ck, "fts::%s::%.*s: document '%s' should not be "
-                        "there", field, tlen, term, doc_name(ck, d));
+        if (i == x->n || x->ids[i] != id) {
+            rc = differ(ck, "fts::%.*s: document '%s' should not be there",
+                        (int)tl, t, doc_name(ck, id));
             continue;
         }
-        uint32_t tf = idx_postings_tf(p);
-        const uint32_t *pos = idx_postings_positions(p);
-        if (tf != tp->tfs[i])
-            rc = differ(ck, "fts::%s::%.*s: document '%s' has tf %u, "
-                        "expected %u", field, tlen, term, doc_name(ck, d), tf,
-                        tp->tfs[i]);
-        else if (w->positions &&
-                 (!pos || memcmp(pos, tp->pos + tp->poff[i],
-                                 (size_t)tf * 4) != 0))
-            rc = differ(ck, "fts::%s::%.*s: document '%s' has wrong "
-                        "positions", field, tlen, term, doc_name(ck, d));
+        rc = idx_postings_need(p, IDX_DECODE_POSITIONS, ck->err);
+        uint32_t nv;
+        const idx_view *v = rc ? NULL : idx_postings_views(p, &nv);
+        uint32_t v0 = x->vstart[i], ne = x->vstart[i + 1] - v0;
+        bool same = !rc && v && nv == ne;
+        for (uint32_t k = 0; same && k < nv; k++) {
+            uint32_t ev = v0 + k;
+            same = v[k].col == x->vcol[ev] && v[k].tf == x->vtf[ev] &&
+                   (!x->positions || (v[k].pos &&
+                    memcmp(v[k].pos, x->pos + x->poff[ev],
+                           (size_t)v[k].tf * 4) == 0));
+        }
+        if (!rc && !same)
+            rc = differ(ck, "fts::%.*s: document '%s' has other views "
+                        "(fields, frequencies or positions) than its "
+                        "analysis", (int)tl, t, doc_name(ck, id));
         i++;
     }
-    if (!rc && prc != KVFTS_ITEROVER && prc != KVFTS_OK)
-        rc = prc;
-    for (; !rc && i < n; i++)
-        rc = differ(ck, "fts::%s::%.*s: document '%s' missing", field, tlen,
-                    term, doc_name(ck, tp->ids[i]));
-    if (!rc && (blocks != info->blocks || last != info->last))
-        rc = differ(ck, "fts::%s::%.*s: header says %u blocks, last id %u; "
-                    "found %u, %u", field, tlen, term, info->blocks,
-                    info->last, blocks, last);
+    if (rc == KVFTS_ITEROVER)
+        rc = KVFTS_OK;
+    while (!rc && i < x->n)
+        rc = differ(ck, "fts::%.*s: document '%s' missing", (int)tl, t,
+                    doc_name(ck, x->ids[i++]));
+    if (!rc && idx_postings_info(p)->df != seen)
+        rc = differ(ck, "fts::%.*s: the entries count %llu documents, the "
+                    "postings hold %u", (int)tl, t,
+                    (unsigned long long)idx_postings_info(p)->df, seen);
     idx_postings_close(p);
     return rc;
 }
 
-/* Stored terms that no document produces. */
-static int check_extra_terms(checker *ck)
+/* The count of term t in each of its fields and in `_all`, as the entries
+ * give it (what searches and `kvfts term` answer), against the expected
+ * postings: a document counts in field f if it has a kind-1 view of f, in
+ * `_all` if it has a kind-2 view. */
+static int check_field_counts(checker *ck, const char *t, size_t tl)
 {
-    kv_cursor *c = NULL;
-    int rc = kv_cursor_open(&c, ck->txn, KV_POSTINGS, ck->err);
-    if (!rc)
-        rc = kv_cursor_seek(c, "", 0, ck->err);
-    while (rc == KVFTS_OK) {
-        const char *k;
-        size_t kl;
-        kv_cursor_key(c, &k, &kl);
-        const char *z = memchr(k, 0, kl);
-        if (!z) {
-            rc = differ(ck, "postings record without a field: '%.*s'",
-                        (int)(kl > 60 ? 60 : kl), k);
-        } else if (!memchr(z + 1, 0, kl - (size_t)(z + 1 - k)) &&
-                   !idx__strtab_has(&ck->w->bterms, k, kl)) {
-            rc = differ(ck, "fts::%s::%.*s: no document has this term",
-                        k, (int)(kl - (size_t)(z + 1 - k)), z + 1);
-        }
-        if (!rc)
-            rc = kv_cursor_next(c, ck->err);
-    }
-    kv_cursor_close(c);
-    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
-}
-
-/* Field statistics, and the map from stored field ids to ours. */
-static int check_fields(checker *ck)
-{
-    idx_writer *w = ck->w;
-    kv_cursor *c = NULL;
-    size_t plen = strlen(IDX_FIELD_PREFIX);
-    int rc = kv_cursor_open(&c, ck->txn, KV_META, ck->err);
-    if (!rc)
-        rc = kv_cursor_seek(c, IDX_FIELD_PREFIX, plen, ck->err);
-    uint32_t seen = 0;
-    while (rc == KVFTS_OK) {
-        const char *k, *v;
-        size_t kl, vl;
-        kv_cursor_key(c, &k, &kl);
-        if (kl < plen || memcmp(k, IDX_FIELD_PREFIX, plen) != 0)
-            break;
-        kv_cursor_val(c, &v, &vl);
-        idx_field f;
-        rc = idx_field_decode(v, vl, &f, ck->err);
-        if (rc)
-            break;
-        const char *name = k + plen;
-        size_t nl = kl - plen;
-        uint64_t docs = 0, total = 0;
-        uint32_t idx = UINT32_MAX;
-        if (idx__strtab_has(&w->fnames, name, nl)) {
-            bool added;
-            rc = idx__strtab_put(&w->fnames, name, nl, &idx, &added, ck->err);
-            if (rc)
+    const idx_plist *x = &ck->exp;
+    int rc = KVFTS_OK;
+    uint64_t want_all = 0;
+    for (uint32_t d = 0; d < x->n; d++)
+        for (uint32_t w = x->vstart[d]; w < x->vstart[d + 1]; w++)
+            if (x->vcol[w] & IDX_KIND_ALL) {
+                want_all++;
                 break;
-            docs = (uint64_t)w->fs[idx].ddocs;
-            total = (uint64_t)w->fs[idx].dlen;
-            seen++;
-        }
-        if ((rc = idx__grow(&ck->ids, &ck->idcap, (uint64_t)ck->nids + 1,
-                       sizeof *ck->ids, ck->err)) != 0)
-            break;
-        ck->ids[ck->nids++] = (struct fname){ f.id, idx };
-        if (f.docs != docs || f.total_len != total)
-            rc = differ(ck, "field '%.*s': %llu documents, length %llu; "
-                        "expected %llu, %llu", (int)nl, name,
-                        (unsigned long long)f.docs,
-                        (unsigned long long)f.total_len,
-                        (unsigned long long)docs, (unsigned long long)total);
-        if (!rc)
-            rc = kv_cursor_next(c, ck->err);
-    }
-    kv_cursor_close(c);
-    if (rc == KVFTS_ITEROVER)
+            }
+    idx_term_info info;
+    rc = idx_term_get(ck->r, TOK_ALL_FIELD, 4, t, tl, &info, ck->err);
+    if (rc == KVFTS_ENOTFOUND) {
+        kv_err_clear(ck->err);
+        info.df = 0;
         rc = KVFTS_OK;
-    if (!rc && seen != w->fnames.n)
-        rc = differ(ck, "%u field(s) of the documents have no field record",
-                    w->fnames.n - seen);
+    }
+    if (!rc && info.df != want_all)
+        rc = differ(ck, "fts::_all::%.*s: count %llu, expected %llu",
+                    (int)tl, t, (unsigned long long)info.df,
+                    (unsigned long long)want_all);
+    for (uint32_t v = 0; !rc && v < x->nv; v++) {
+        if (!(x->vcol[v] & IDX_KIND_FIELD))
+            continue;
+        uint32_t fid = x->vcol[v] >> 2;
+        bool first = true;     /* the first view of fid among x's */
+        for (uint32_t u = 0; u < v && first; u++)
+            first = !((x->vcol[u] >> 2) == fid &&
+                      (x->vcol[u] & IDX_KIND_FIELD));
+        if (!first || fid >= ck->nrev || ck->rev[fid] == UINT32_MAX)
+            continue;
+        uint64_t want = 0;
+        for (uint32_t d = 0; d < x->n; d++)
+            for (uint32_t w = x->vstart[d]; w < x->vstart[d + 1]; w++)
+                if ((x->vcol[w] >> 2) == fid &&
+                    (x->vcol[w] & IDX_KIND_FIELD)) {
+                    want++;
+                    break;
+                }
+        uint32_t nl;
+        const char *name = idx_shard_field(ck->sh, ck->rev[fid], &nl);
+        rc = idx_term_get(ck->r, name, nl, t, tl, &info, ck->err);
+        if (rc == KVFTS_ENOTFOUND) {
+            kv_err_clear(ck->err);
+            info.df = 0;
+            rc = KVFTS_OK;
+        }
+        if (!rc && info.df != want)
+            rc = differ(ck, "fts::%.*s::%.*s: count %llu, expected %llu",
+                        (int)nl, name, (int)tl, t,
+                        (unsigned long long)info.df,
+                        (unsigned long long)want);
+    }
     return rc;
 }
 
-/* Each document's stored lengths against the expected ones. */
-static int check_lengths(checker *ck, uint64_t ndocs)
+static int check_terms(checker *ck)
 {
-    idx_writer *w = ck->w;
+    int rc = idx_shard_sort(ck->sh, ck->err);
+    if (rc)
+        return rc;
+    uint32_t n = idx_shard_nterms(ck->sh);
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t tl;
+        const char *t = idx_shard_term(ck->sh, i, &tl);
+        rc = expected_postings(ck, i);
+        if (!rc)
+            rc = check_term(ck, t, tl);
+        if (!rc)
+            rc = check_field_counts(ck, t, tl);
+    }
+    return rc;
+}
+
+/* Live terms no document produces. */
+typedef struct extra_ctx {
+    checker *ck;
+    uint32_t i, n;
+} extra_ctx;
+
+static int extra_term(void *payload, const char *term, size_t tlen,
+                      const idx_term_info *info)
+{
+    extra_ctx *x = payload;
+    checker *ck = x->ck;
+    while (x->i < x->n) {
+        uint32_t l;
+        const char *t = idx_shard_term(ck->sh, x->i, &l);
+        int c = idx__bytes_cmp(t, l, term, tlen);
+        if (c > 0)
+            break;
+        x->i++;
+        if (c == 0)
+            return KVFTS_OK;
+    }
+    return differ(ck, "fts::%.*s: %llu live documents, none of the stored "
+                  "documents has the term", (int)tlen, term,
+                  (unsigned long long)info->df);
+}
+
+static int check_extra_terms(checker *ck)
+{
+    extra_ctx x = { ck, 0, idx_shard_nterms(ck->sh) };
+    return idx_terms_scan(ck->r, NULL, 0, "", 0, extra_term, &x, ck->err);
+}
+
+static int check_fields(checker *ck)
+{
+    const int64_t *dd, *dl;
+    idx_shard_field_deltas(ck->sh, &dd, &dl);
+    uint32_t nf = idx_shard_nfields(ck->sh);
     int rc = KVFTS_OK;
+    for (uint32_t lf = 0; !rc && lf < nf; lf++) {
+        uint32_t l;
+        const char *name = idx_shard_field(ck->sh, lf, &l);
+        uint64_t docs, total;
+        rc = idx_field_stats(ck->txn, name, l, &docs, &total, ck->err);
+        if (!rc && (docs != (uint64_t)dd[lf] || total != (uint64_t)dl[lf]))
+            rc = differ(ck, "field '%.*s': statistics say %llu documents "
+                        "and %llu terms, the documents %lld and %lld",
+                        (int)l, name, (unsigned long long)docs,
+                        (unsigned long long)total, (long long)dd[lf],
+                        (long long)dl[lf]);
+    }
+    return rc;
+}
+
+static int len_cmp(const void *a, const void *b)
+{
+    const idx_len *x = a, *y = b;
+    return x->field_id < y->field_id ? -1 : x->field_id > y->field_id;
+}
+
+static int check_lengths(checker *ck)
+{
+    const idx_doclen *docs;
+    const idx_len *lens;
+    const uint32_t *del;
+    uint32_t nd, ndel;
+    idx_shard_lengths(ck->sh, &docs, &nd, &lens, &del, &ndel);
     kv_buf val = KV_BUF_INIT;
-    uint32_t i = 0;
-    uint64_t docs_seen = 0;
-    /* exp[] holds each document's fields together; documents with no
-     * field have no entries, so they are found by the count below. */
-    while (!rc && i < w->nexp) {
-        uint32_t docid = w->exp[i].docid, j = i;
-        while (j < w->nexp && w->exp[j].docid == docid)
-            j++;
-        docs_seen++;
+    idx_len *want = NULL, *have = NULL;
+    uint32_t wcap = 0, hcap = 0, nh = 0;
+    int rc = KVFTS_OK;
+    for (uint32_t i = 0; !rc && i < nd; i++) {
+        uint32_t docid = docs[i].docid, n = docs[i].n;
+        if ((rc = idx__grow(&want, &wcap, (uint64_t)n + 1, sizeof *want,
+                            ck->err)))
+            break;
+        for (uint32_t k = 0; k < n; k++)
+            want[k] = (idx_len){ ck->fid[lens[docs[i].off + k].field_id],
+                                 lens[docs[i].off + k].len };
+        qsort(want, n, sizeof *want, len_cmp);
         unsigned char id[4];
         kv_put_be32(id, docid);
         rc = kv_get(ck->txn, KV_DOCLENS, id, 4, &val, false, ck->err);
         if (rc == KVFTS_ENOTFOUND) {
-            rc = differ(ck, "document '%s': no length record",
-                        doc_name(ck, docid));
-        } else if (!rc) {
-            for (uint32_t k = i; !rc && k < j; k++) {
-                uint32_t sid = 0, len = 0;
-                for (uint32_t m = 0; m < ck->nids; m++)
-                    if (ck->ids[m].idx == w->exp[k].field - 1)
-                        sid = ck->ids[m].id;
-                if (sid)
-                    rc = idx_lens_find(val.data, val.len, sid, &len, ck->err);
-                if (!rc && len != w->exp[k].len) {
-                    uint32_t nl;
-                    const char *name = idx__strtab_str(&w->fnames,
-                                                  w->exp[k].field - 1, &nl);
-                    rc = differ(ck, "document '%s': field '%.*s' length %u, "
-                                "expected %u", doc_name(ck, docid), (int)nl,
-                                name, len, w->exp[k].len);
-                }
-            }
+            kv_err_clear(ck->err);
+            rc = n ? differ(ck, "document '%s': no length record",
+                            doc_name(ck, docid)) : KVFTS_OK;
+            continue;
         }
-        i = j;
+        if (!rc)
+            rc = idx_lens_decode(val.data, val.len, &have, &nh, &hcap,
+                                 ck->err);
+        if (rc)
+            break;
+        qsort(have, nh, sizeof *have, len_cmp);
+        bool same = nh == n;
+        for (uint32_t k = 0; same && k < n; k++)
+            same = have[k].field_id == want[k].field_id &&
+                   have[k].len == want[k].len;
+        if (!same)
+            rc = differ(ck, "document '%s': its length record (%u fields) "
+                        "differs from its analysis (%u fields)",
+                        doc_name(ck, docid), nh, n);
     }
-    (void)docs_seen;
     uint64_t stored = 0;
     if (!rc)
         rc = kv_count(ck->txn, KV_DOCLENS, &stored, ck->err);
-    if (!rc && stored != ndocs)
-        rc = differ(ck, "%llu document length records for %llu documents",
-                    (unsigned long long)stored, (unsigned long long)ndocs);
+    if (!rc && stored != nd)
+        rc = differ(ck, "%llu document length records for %u documents "
+                    "with indexed fields", (unsigned long long)stored, nd);
     kv_buf_free(&val);
+    kv_free(want);
+    kv_free(have);
     return rc;
 }
 
-int idx_check(kv_txn *txn, tok_analysis *a, idx_report_fn report,
-              void *payload, uint64_t *differences, kv_err *err)
+int idx_check(kv_txn *txn, const char *config_json, size_t len,
+              idx_report_fn report, void *payload, uint64_t *differences,
+              kv_err *err)
 {
     *differences = 0;
-    checker ck = { .txn = txn, .report = report, .payload = payload,
-                   .err = err };
-    int rc = idx_writer_new(&ck.w, a, 0, err);
-    if (rc)
-        return rc;
-    ck.w->buffering = true;
-    ck.w->dry = true;
-    uint64_t ndocs = 0;
-    rc = each_document(ck.w, txn, NULL, NULL, &ndocs, err);
-    keyref *order = NULL;
+    checker ck;
+    memset(&ck, 0, sizeof ck);
+    ck.txn = txn;
+    ck.report = report;
+    ck.payload = payload;
+    ck.err = err;
+    idx_plist_init(&ck.exp);
+    idx_plist_init(&ck.tmp);
+    idx_dels_init(&ck.dels);
+    int rc = idx_shard_new(&ck.sh, config_json, len, err);
     if (!rc)
-        rc = idx__buf_terms(ck.w, &order, err);
-    for (uint32_t i = 0; !rc && i < ck.w->bterms.n; i++) {
-        rc = idx__buf_decode(ck.w, order[i].id, &ck.w->tp, err);
-        if (!rc)
-            rc = check_term(&ck, &order[i], &ck.w->tp);
-    }
-    kv_free(order);
+        rc = kv_doc_scan(txn, analyze_doc, &ck, err);
+    if (!rc)
+        rc = map_fields(&ck);
+    if (!rc)
+        rc = idx_reader_open(&ck.r, txn, err);
+    if (!rc)
+        rc = check_terms(&ck);
     if (!rc)
         rc = check_extra_terms(&ck);
     if (!rc)
         rc = check_fields(&ck);
     if (!rc)
-        rc = check_lengths(&ck, ndocs);
+        rc = check_lengths(&ck);
     *differences = ck.found;
-    idx_writer_free(ck.w);
-    kv_buf_free(&ck.msg);
+    idx_reader_close(ck.r);
+    idx_shard_free(ck.sh);
+    idx_plist_free(&ck.exp);
+    idx_plist_free(&ck.tmp);
+    idx_dels_free(&ck.dels);
+    idx_tl_scratch_free(&ck.tl);
     kv_buf_free(&ck.key);
-    kv_free(ck.ids);
+    kv_free(ck.fid);
+    kv_free(ck.colmap);
+    kv_free(ck.rev);
     return rc;
 }

@@ -1,7 +1,13 @@
 /*
- * index/idx_int.h -- private to index/: the on-disk format (idx_block.c)
- * and the writer's internals shared by its files.  Other modules cannot
- * include it: only index/include/ is on their include path.
+ * index/idx_int.h -- private to index/: the on-disk format (idx_codec.c),
+ * the in-memory buffer of a batch (idx_buffer.c), the segment writer
+ * (idx_segw.c) and the segment list, shared by the module's files.  Other
+ * modules cannot include it: only index/include/ is on their include path.
+ *
+ * Thread rules: every object here belongs to one thread at a time, but for
+ * the shards of the bulk buffer, each owned by one analysis worker while a
+ * batch runs and handed back to the writer's thread for a flush
+ * (idx_write.c says how).
  */
 #ifndef KVFTS_IDX_INT_H
 #define KVFTS_IDX_INT_H
@@ -9,85 +15,138 @@
 #include "index.h"
 
 /* ------------------------------------------------------------------------ */
-/* Inside index/ only: the on-disk format (idx_block.c).  Other modules must
- * not call these.                                                           */
+/* Format constants and keys (idx_codec.c has the essay)                     */
 
-#define IDX_FORMAT 1
-#define IDX_F_POSITIONS 1
+#define IDX_VERSION 2              /* of blocks, entries, chunks, lists */
 /** Largest block a decoder accepts (writers keep to IDX_BLOCK_DOCS). */
 #define IDX_BLOCK_MAX 4096
 /** Spare bytes after every buffer StreamVByte decodes from or into. */
 #define IDX_SLACK 32
+/** A dictionary chunk is closed once it passes this many bytes: one
+ *  overflow page of terms.db (4 KiB pages) holds it. */
+#define IDX_CHUNK_BYTES 4000
+/** A postings block record holds at most this many bytes (unless one
+ *  document's postings are larger): Berkeley DB keeps records up to about
+ *  1,000 bytes on the B-tree's 4 KiB pages, and gives each larger one
+ *  overflow pages of its own, mostly empty for a 1-2 KB block. */
+#define IDX_BLOCK_BYTES 1000
+/** A term's postings are kept inline in its entry up to this many bytes
+ *  (and one block); longer lists go to block records. */
+#define IDX_INLINE_MAX 512
 #define IDX_FIELD_PREFIX "field::"
-#define IDX_LENS_GEN "lensgen"   /* sequence meta "seq::lensgen" */
+#define IDX_LENS_GEN "lensgen"      /* sequence meta "seq::lensgen" */
+#define IDX_SEG_SEQ "seg"           /* sequence meta "seq::seg" */
 #define IDX_SKIPPED_KEY "stat::skipped_tokens"
+#define IDX_SEGS_KEY "segments"     /* meta: the segment list */
+#define IDX_MERGE_KEY "merge"       /* meta: a merge under way */
+/** The high bit of a segment id: its keys sort after every segment without
+ *  it (see idx_seg_new_id). */
+#define IDX_SEG_HIGH 0x80000000u
+
+/* Term entry flags. */
+enum {
+    IDX_E_POSITIONS = 1,   /* postings carry positions */
+    IDX_E_EXTERNAL = 2,    /* postings in block records, not inline */
+    IDX_E_DELS = 4,        /* deletions are recorded */
+    IDX_E_ONECOL = 8       /* one column, every posting one view of it */
+};
+
+/* Block flags. */
+enum {
+    IDX_B_POSITIONS = 1,
+    IDX_B_ONEVIEW = 2      /* every doc has one view, of column index 0 */
+};
 
 size_t idx_varint_put(unsigned char *p, uint64_t v);
 bool idx_varint_get(const unsigned char **p, const unsigned char *end,
                     uint64_t *out);
+/** Append a varint to b. */
+int idx_buf_varint(kv_buf *b, uint64_t v, kv_err *err);
 
-/** FIELD 0x00 TERM into key (reset first). */
-int idx_key_term(kv_buf *key, const char *field, size_t flen,
-                 const char *term, size_t tlen, kv_err *err);
-/** Cut key to its first term_key_len bytes and add 0x00 be32(first). */
-int idx_key_block(kv_buf *key, size_t term_key_len, uint32_t first,
+/** be32(seg) 'D' TERM: a dictionary chunk's key (first term TERM). */
+int idx_key_chunk(kv_buf *key, uint32_t seg, const char *term, size_t tlen,
                   kv_err *err);
-/** True if k is a block key of the term whose key is term_key. */
-bool idx_key_is_block_of(const char *k, size_t klen, const char *term_key,
-                         size_t tklen, uint32_t *first);
+/** be32(seg) 'B' be32(ord) be32(first): a postings block's key. */
+void idx_key_block(unsigned char key[13], uint32_t seg, uint32_t ord,
+                   uint32_t first);
 /** "field::NAME" (meta.db) into key. */
 int idx_key_field(kv_buf *key, const char *field, size_t flen, kv_err *err);
 
-typedef struct idx_header {
-    uint64_t df, cf;
-    uint32_t blocks;
-    uint32_t last;       /* largest doc id */
-    uint32_t lastblk;    /* first id of the last block */
-    bool positions;
-} idx_header;
+/* ------------------------------------------------------------------------ */
+/* Postings lists and blocks (idx_codec.c)                                   */
 
-int idx_header_encode(const idx_header *h, kv_buf *out, kv_err *err);
-int idx_header_decode(const char *buf, size_t len, idx_header *h,
-                      kv_err *err);
-
-/** A decoded block (or a list being built): parallel arrays. */
-typedef struct idx_block {
-    uint32_t n, cap;
+/** A list of postings: documents, each with its views (column index in
+ *  the term's column table, tf, positions).  Parallel arrays. */
+typedef struct idx_plist {
+    uint32_t n, cap;       /* documents */
     uint32_t *ids;
-    uint32_t *tfs;
-    uint32_t *poff;      /* positions of doc i: pos[poff[i] .. + tfs[i]) */
+    uint32_t *vstart;      /* doc i's views: [vstart[i], vstart[i + 1]) */
+    uint32_t nv, vcap;     /* views */
+    uint32_t *vcol;        /* column index of each view */
+    uint32_t *vtf;         /* its tf */
+    uint32_t *poff;        /* its positions: pos[poff[v] .. + vtf[v]) */
+    uint32_t np, pcap;
     uint32_t *pos;
-    uint32_t npos, pcap;
-    uint32_t max_tf;
-    bool positions;      /* the block carries positions */
-    int decoded;         /* IDX_DECODE_*: what ids/tfs/pos hold so far */
-    unsigned char *tmp;  /* the block's streams (+ slack) as decoded from */
-    size_t tmpcap;
-    size_t idb, tfb, posb;  /* stream sizes in tmp */
-    uint32_t npos_expected; /* sum of tfs, once they are decoded */
-} idx_block;
+    bool positions;
+} idx_plist;
 
+void idx_plist_init(idx_plist *l);
+void idx_plist_free(idx_plist *l);
+void idx_plist_reset(idx_plist *l, bool positions);
+/** Room for @p docs more documents, @p views views, @p npos positions. */
+int idx_plist_reserve(idx_plist *l, uint32_t docs, uint64_t views,
+                      uint64_t npos, kv_err *err);
+/** Append document @p id of @p nv views (cols, tfs, positions back to
+ *  back, tfs[i] of them each; pos may be NULL without positions). */
+int idx_plist_add(idx_plist *l, uint32_t id, uint32_t nv,
+                  const uint32_t *cols, const uint32_t *tfs,
+                  const uint32_t *pos, kv_err *err);
+/** Append document i of @p from, its columns mapped through @p colmap
+ *  (NULL: as they are). */
+int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
+                       const uint32_t *colmap, kv_err *err);
+
+/* How much of a block is decoded: ids; views and tfs; positions. */
+enum { IDX_DEC_IDS = 0, IDX_DEC_VIEWS = 1, IDX_DEC_POS = 2 };
+
+/** A decoded block: a plist plus the state of a lazy decode. */
+typedef struct idx_block {
+    idx_plist l;
+    uint32_t max_tf;       /* largest sum of a document's view tfs */
+    uint64_t colmask;      /* bit c & 63 for each column index c present
+                              (bit 63: an index >= 63) */
+    bool oneview;
+    uint32_t ncols;        /* the term's column table size */
+    int decoded;           /* IDX_DEC_* */
+    unsigned char *tmp;    /* the streams (+ slack) decoded from */
+    size_t tmpcap;
+    size_t idb, vcb, vxb, tfb, posb;
+    uint32_t *scratch;     /* view counts */
+    uint32_t scap;
+} idx_block;
 
 void idx_block_init(idx_block *b);
 void idx_block_free(idx_block *b);
-int idx_block_reserve(idx_block *b, uint32_t ndocs, uint64_t npos,
-                      kv_err *err);
-/** Decode a stored block whose key says @p first, up to @p level
- *  (IDX_DECODE_*).  KVFTS_ECORRUPT on any inconsistency found. */
-/** The span (last id - first id) of a stored block, read from its header
- *  alone; false if the header is damaged (idx_block_decode() says how). */
-bool idx_block_peek(const char *buf, size_t len, uint32_t *span);
+/** The span (last id - first id), max_tf and column mask of a stored
+ *  block from its header alone; false if the header is damaged. */
+bool idx_block_peek(const char *buf, size_t len, uint32_t *span,
+                    uint32_t *max_tf, uint64_t *colmask);
+/** Decode a stored block whose first id is @p first, up to @p level;
+ *  @p ncols: the term's column table size (views must index it).
+ *  KVFTS_ECORRUPT on any inconsistency. */
 int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
-                     size_t len, int level, kv_err *err);
-/** Decode more of the last decoded block, up to @p level. */
+                     size_t len, uint32_t ncols, int level, kv_err *err);
+/** Decode more of the last decoded block. */
 int idx_block_need(idx_block *b, int level, kv_err *err);
-/** Encode documents [from, to) of @p b (its first id goes in the key). */
-int idx_block_encode(const idx_block *b, uint32_t from, uint32_t to,
-                     kv_buf *out, kv_err *err);
-/** Decode @p count values of a standard (1234) StreamVByte stream, as they
- *  are, or (delta) as gaps added up from @p prev.  Reads up to 16 bytes
- *  past the stream: @p in needs IDX_SLACK spare bytes.  Check the stream
- *  with idx_svb_size() first. */
+/** Encode documents [from, to) of @p l as a block (appended to @p out);
+ *  @p scratch is reused between calls. */
+int idx_block_encode(const idx_plist *l, uint32_t from, uint32_t to,
+                     kv_buf *out, kv_buf *scratch, kv_err *err);
+
+/* StreamVByte (idx_svb.c): decode @p count values of a standard (1234)
+ * stream, as they are, or (delta) as gaps added up from @p prev.  Reads up
+ * to 16 bytes past the stream: @p in needs IDX_SLACK spare bytes.  Check
+ * the stream with idx_svb_size() first. */
 void idx_svb_decode(const unsigned char *in, uint32_t *out, uint32_t count);
 void idx_svb_delta_decode(const unsigned char *in, uint32_t *out,
                           uint32_t count, uint32_t prev);
@@ -102,6 +161,110 @@ void idx__svb_decode_c(const unsigned char *in, uint32_t *out,
 size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,
                     bool is0124);
 
+/* ------------------------------------------------------------------------ */
+/* Term entries and dictionary chunks (idx_codec.c)                          */
+
+/** A term's entry in one segment, decoded.  Arrays are owned and reused
+ *  across decodes; pointers into the record are borrowed from it. */
+typedef struct idx_entry {
+    uint32_t flags;        /* IDX_E_* */
+    uint32_t ncols, ccap;
+    uint32_t *cols;        /* the term's columns (global ids), ascending */
+    uint64_t *df;          /* per column: postings with a view in it */
+    uint64_t *ndelc;       /* per column: deletions with a view in it */
+    uint64_t df_all;       /* postings with a view in an `_all` column */
+    uint64_t ndocs;        /* postings (documents) */
+    uint64_t ndel;         /* deletions */
+    uint64_t ndel_all;     /* deletions of `_all` documents */
+    const unsigned char *dels;  /* ndel ids as gaps (varints) */
+    size_t dels_len;
+    uint32_t first, last;  /* id range of the postings (ndocs > 0) */
+    uint32_t max_tf;       /* largest block max_tf */
+    uint32_t nblocks;      /* external: block records */
+    const char *blk;       /* inline: the block */
+    size_t blk_len;
+} idx_entry;
+
+void idx_entry_init(idx_entry *e);
+void idx_entry_free(idx_entry *e);
+int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err);
+/** Encode @p e (cols, df, ndelc, counts, dels, inline block or external
+ *  summary) appended to @p out. */
+int idx_entry_encode(const idx_entry *e, kv_buf *out, kv_err *err);
+/** Index of global column @p col in e's table, or -1. */
+long idx_entry_col(const idx_entry *e, uint32_t col);
+/** Decode the deletion ids of @p e into @p ids (reset first). */
+int idx_entry_dels(const idx_entry *e, uint32_t **ids, uint32_t *cap,
+                   kv_err *err);
+
+/** Walks the entries of a dictionary chunk in term order. */
+typedef struct idx_chunk_it {
+    const unsigned char *p, *end;
+    uint32_t left;         /* entries not read yet */
+    uint32_t ord;          /* ordinal of the current entry */
+    kv_buf term;           /* the current term */
+    const char *body;      /* the current entry */
+    size_t body_len;
+} idx_chunk_it;
+
+void idx_chunk_it_init(idx_chunk_it *it);
+void idx_chunk_it_free(idx_chunk_it *it);
+/** Start walking chunk @p buf (borrowed while walking). */
+int idx_chunk_open(idx_chunk_it *it, const char *buf, size_t len,
+                   kv_err *err);
+/** The next entry; KVFTS_ITEROVER after the last. */
+int idx_chunk_next(idx_chunk_it *it, kv_err *err);
+
+/** Builds chunks: entries appended in term order. */
+typedef struct idx_chunk_w {
+    kv_buf buf;            /* header is written at the end */
+    kv_buf first;          /* first term */
+    kv_buf last;           /* last term, for prefix sharing */
+    uint32_t n, ord0;
+} idx_chunk_w;
+
+void idx_chunk_w_init(idx_chunk_w *c);
+void idx_chunk_w_free(idx_chunk_w *c);
+void idx_chunk_w_reset(idx_chunk_w *c, uint32_t ord0);
+int idx_chunk_w_add(idx_chunk_w *c, const char *term, size_t tlen,
+                    const char *body, size_t blen, kv_err *err);
+/** The finished chunk (version, count, first ordinal, entries) into out. */
+int idx_chunk_w_finish(idx_chunk_w *c, kv_buf *out, kv_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* The segment list (idx_codec.c)                                            */
+
+enum { IDX_SEG_ONE = 1 };  /* flags: nothing */
+
+typedef struct idx_seg {
+    uint32_t id;
+    uint32_t level;        /* merge tier it was made at */
+    uint64_t docs;         /* postings-bearing documents added */
+    uint64_t dels;         /* deletion records */
+    uint64_t terms;        /* entries */
+    uint64_t bytes;        /* size of its records */
+    uint32_t min_id, max_id;  /* ids it adds postings for (docs > 0) */
+} idx_seg;
+
+/** The segments of the index, oldest first. */
+typedef struct idx_segs {
+    uint32_t n, cap;
+    idx_seg *v;
+} idx_segs;
+
+void idx_segs_free(idx_segs *s);
+int idx_segs_decode(idx_segs *s, const char *buf, size_t len, kv_err *err);
+int idx_segs_encode(const idx_segs *s, kv_buf *out, kv_err *err);
+/** Read the list in txn (empty when there is none). */
+int idx_segs_read(idx_segs *s, kv_txn *txn, bool for_update, kv_err *err);
+int idx_segs_write(const idx_segs *s, kv_txn *txn, kv_err *err);
+int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err);
+/** The id of a new segment, written by a merge (@p merge) or a flush. */
+int idx_seg_new_id(kv_txn *txn, bool merge, uint32_t *id, kv_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Lengths and field records (idx_codec.c)                                   */
+
 typedef struct idx_len {
     uint32_t field_id;
     uint32_t len;
@@ -110,6 +273,9 @@ int idx_lens_encode(const idx_len *lens, size_t n, kv_buf *out, kv_err *err);
 /** Length of field_id in a doclens record (0 if absent). */
 int idx_lens_find(const char *buf, size_t len, uint32_t field_id,
                   uint32_t *out, kv_err *err);
+/** Every (field id, length) pair of a doclens record into out (reset). */
+int idx_lens_decode(const char *buf, size_t len, idx_len **out, uint32_t *n,
+                    uint32_t *cap, kv_err *err);
 
 typedef struct idx_field {
     uint32_t id;
@@ -119,15 +285,17 @@ typedef struct idx_field {
 int idx_field_encode(const idx_field *f, kv_buf *out, kv_err *err);
 int idx_field_decode(const char *buf, size_t len, idx_field *f, kv_err *err);
 
-/* The writer's internals, shared by idx_write.c and idx_check.c only. */
+/* ------------------------------------------------------------------------ */
+/* Containers (idx_util.c)                                                   */
 
 typedef struct strtab {
     kv_buf arena;        /* the strings back to back */
-    uint32_t *off;       /* per id: offset in arena */
-    uint32_t *len;       /* per id: length */
-    uint32_t *hash;      /* per id: low bits of the hash */
+    struct strtab_ent {
+        uint32_t off, len; /* in arena */
+        uint32_t hash;     /* low bits of the string's hash */
+    } *ent;              /* per id */
     uint32_t n, cap;
-    uint32_t *slots;     /* open addressing: id + 1; 0 = empty */
+    uint64_t *slots;     /* open addressing: hash << 32 | id + 1; 0 = empty */
     uint32_t nslots;     /* a power of two, > 2 n */
 } strtab;
 
@@ -135,113 +303,199 @@ typedef struct strtab {
 int idx__grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
               kv_err *err);
 bool idx__strtab_has(const strtab *t, const char *s, size_t n);
+/** The id of s, if present. */
+bool idx__strtab_get(const strtab *t, const char *s, size_t n, uint32_t *id);
 void idx__strtab_free(strtab *t);
 void idx__strtab_reset(strtab *t);
 /** Find s, adding it if absent (*added tells which). */
 int idx__strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
                     bool *added, kv_err *err);
 const char *idx__strtab_str(const strtab *t, uint32_t id, uint32_t *len);
+size_t idx__strtab_bytes(const strtab *t);
+/** Compare two byte strings (memcmp order, shorter first on a tie). */
+int idx__bytes_cmp(const char *a, size_t al, const char *b, size_t bl);
+/** Sort the ids [0, n) of @p t by their strings into @p order (allocated
+ *  by the caller, n entries).  No comparator context: a radix-then-
+ *  insertion sort on the strings (safe with any number of threads). */
+int idx__strtab_sorted(const strtab *t, uint32_t *order, kv_err *err);
 
-/* Sorting ids by their strings (qsort has no context argument). */
-typedef struct keyref {
-    const char *s;
-    uint32_t len;
-    uint32_t id;
-} keyref;
+/* ------------------------------------------------------------------------ */
+/* The bulk buffer (idx_buffer.c): one shard per analysis thread             */
 
-typedef struct dterms {
-    bool present;
-    strtab keys;          /* "field\0term" -> entry */
-    uint32_t *tf, *flen;  /* per entry */
-    uint32_t ecap, fcap;
-    uint32_t *occ_e, *occ_p;  /* occurrences, in emission order */
-    uint32_t nocc, ocap_e, ocap_p, pcap;
-    uint32_t *pstart;     /* per entry (+1): start in pos */
-    uint32_t *pos;        /* positions grouped by entry */
-    uint32_t scap;
-    keyref *order;        /* entries, sorted by key when sorted */
-    bool sorted;
-    uint32_t kcap;
-    kv_buf scratch;       /* key being built */
+/** One version of a document, analyzed: its terms, each with its views
+ *  (column, tf, positions), in first-seen order, and its field lengths.
+ *  Columns here use the shard's local field numbers (lf << 2 | kinds). */
+typedef struct idx_dterms {
+    strtab terms;          /* term -> entry */
+    uint32_t *vhead;       /* per entry: first view (-1: none) */
+    uint32_t ecap;
+    /* views, linked per entry */
+    uint32_t nview, vcap;
+    uint32_t *vnext, *vcol, *vtf, *vpos;  /* vpos: first of its positions */
+    /* occurrences before grouping: (view, position) */
+    uint32_t nocc, ocap;
+    uint32_t *occ_v, *occ_p;
+    uint32_t *pos;         /* grouped positions */
+    uint32_t pcap;
+    /* field lengths by local field ("_all" is one) */
+    uint32_t *flen;        /* per local field: its length in terms */
+    uint32_t fcap;
+    uint32_t *ftouched;    /* local fields with a length in this doc */
+    uint32_t nft, ftcap;
+    uint64_t skipped;      /* over-long tokens */
     kv_err *err;
-} dterms;
+    void *shard;           /* the shard whose field table is used */
+} idx_dterms;
 
-/* One buffered term: a chain of chunks holding its encoded postings. */
-typedef struct idx_tbuf {
-    uint32_t head, tail;  /* arena offsets of its first and last chunk */
-    uint32_t used;        /* payload bytes used in the last chunk */
-    uint32_t last;        /* doc id of the last posting added */
-    uint32_t n;           /* postings */
-    uint8_t cls;          /* size class of the last chunk */
-    bool unsorted;        /* a doc id came after a larger one */
-} idx_tbuf;
+typedef struct idx_shard idx_shard;
 
-/* One term's buffered postings, decoded and in doc id order: posting i is
- * ids[i], tfs[i], positions pos[poff[i]] .. (tfs[i] of them). */
-typedef struct idx_tpost {
-    uint32_t n;
-    uint64_t cf;
-    uint32_t *ids, *tfs, *poff, *pos;
-    uint32_t idcap, tfcap, poffcap, poscap;
-    uint32_t *perm, *tmp;
-    uint32_t permcap, tmpcap;
+int idx_shard_new(idx_shard **out, const char *config_json, size_t len,
+                  kv_err *err);
+void idx_shard_free(idx_shard *s);
+/** Analyze the change of document @p docid (old version -> new; either may
+ *  be absent) into the shard: deletions for the terms of the old version,
+ *  postings for the new, lengths.  EINVAL: the new version does not
+ *  analyze; ECORRUPT: the old one does not. */
+int idx_shard_doc(idx_shard *s, uint32_t docid, const char *old_json,
+                  size_t old_len, const char *new_json, size_t new_len,
+                  kv_err *err);
+size_t idx_shard_bytes(const idx_shard *s);
+void idx_shard_reset(idx_shard *s);
+uint64_t idx_shard_docs(const idx_shard *s);
+
+/** What a shard holds, for the segment writer: its terms in byte order,
+ *  and per term the postings and deletions decoded. */
+typedef struct idx_shard_terms {
+    uint32_t *order;       /* term ids in byte order */
+    uint32_t n, cap;
+} idx_shard_terms;
+
+/** The shard's local field names, for mapping to field ids. */
+uint32_t idx_shard_nfields(const idx_shard *s);
+const char *idx_shard_field(const idx_shard *s, uint32_t lf, uint32_t *len);
+/** Sort the shard's terms (in the shard's own thread). */
+int idx_shard_sort(idx_shard *s, kv_err *err);
+uint32_t idx_shard_nterms(const idx_shard *s);
+/** Term number i of the sorted order. */
+const char *idx_shard_term(const idx_shard *s, uint32_t i, uint32_t *len);
+/** Deletions of a term: ids ascending, each with its columns. */
+typedef struct idx_dels {
+    uint32_t n, cap;
+    uint32_t *ids;
+    uint32_t *cstart;      /* deletion k's columns: cols[cstart[k] ..
+                              cstart[k + 1]) */
+    uint32_t nc, ccap;
+    uint32_t *cols;
+} idx_dels;
+
+void idx_dels_init(idx_dels *d);
+void idx_dels_free(idx_dels *d);
+void idx_dels_reset(idx_dels *d);
+int idx_dels_add(idx_dels *d, uint32_t id, const uint32_t *cols,
+                 uint32_t ncols, kv_err *err);
+
+/** Scratch of idx_shard_term_lists(): one per thread reading shards. */
+typedef struct idx_tl_scratch {
     kv_buf bytes;
-} idx_tpost;
+    struct idx_srt { uint32_t id, at; } *perm;
+    uint32_t permcap;
+} idx_tl_scratch;
+void idx_tl_scratch_free(idx_tl_scratch *sc);
+/** Postings and deletions of sorted term i, with the shard's local
+ *  columns: adds into @p adds (reset; doc id order), deletions into
+ *  @p dels (reset; id order).  Reads the shard only: threads may read one
+ *  sorted shard at once, each with its own scratch. */
+int idx_shard_term_lists(const idx_shard *s, uint32_t i, idx_tl_scratch *sc,
+                         idx_plist *adds, idx_dels *dels, kv_err *err);
+/** Records (postings and deletions) of sorted term i. */
+uint32_t idx_shard_term_postings(const idx_shard *s, uint32_t i);
+/** The first sorted term >= @p term (nterms if none). */
+uint32_t idx_shard_term_lower(const idx_shard *s, const char *term,
+                              size_t tlen);
+/** The documents whose lengths changed: (docid, local field, len) for the
+ *  new versions, and the ids deleted; and the per local field statistic
+ *  deltas. */
+typedef struct idx_doclen {
+    uint32_t docid;
+    uint32_t off, n;       /* into lens */
+} idx_doclen;
+void idx_shard_lengths(const idx_shard *s, const idx_doclen **docs,
+                       uint32_t *ndocs, const idx_len **lens,
+                       const uint32_t **deleted, uint32_t *ndeleted);
+void idx_shard_field_deltas(const idx_shard *s, const int64_t **ddocs,
+                            const int64_t **dlen);
+uint64_t idx_shard_skipped(const idx_shard *s);
 
-typedef struct field_state {
-    uint32_t id;          /* 0 = not known yet */
-    int64_t ddocs;        /* pending change of the field statistics */
-    int64_t dlen;
-} field_state;
+/* ------------------------------------------------------------------------ */
+/* Writing segments (idx_segw.c)                                             */
 
-struct idx_writer {
-    tok_analysis *a;
-    size_t mem_limit;
-    bool buffering;
-    bool positions;
-    bool dry;             /* check mode: analyze into memory, write nothing */
-    bool lens_changed;    /* a length record was written since the flush */
-    struct exp_len { uint32_t docid, field, len; } *exp;  /* dry: lengths */
-    uint32_t nexp, expcap;
-    uint64_t skipped;     /* too-long tokens of new versions, not yet saved */
-    dterms old, neu;      /* the last prepared change */
-    /* the bulk buffer */
-    strtab bterms;        /* buffered term keys -> term id */
-    idx_tbuf *tb;         /* per term id: its chain (idx_buffer.c) */
-    uint32_t tbcap;
-    kv_buf arena;         /* the chains' chunks */
-    kv_buf enc;           /* one posting being encoded */
-    uint64_t npost;       /* postings buffered */
-    strtab bdocs;         /* doc ids (4 bytes) with buffered postings */
-    /* fields */
-    strtab fnames;        /* field name -> index in fs */
-    field_state *fs;
-    uint32_t fscap;
-    /* scratch */
-    kv_buf key, val, val2;
-    idx_tpost tp;         /* the term being flushed or checked */
-    idx_block blk, out;
-    idx_len *lens;        /* the document's field lengths being built */
-    uint32_t nlens, lcap;
-};
+/** Threads to lend a segment writer: spawn() starts fn(arg) on one of
+ *  @p helpers threads (false: it cannot); fn returns when its work is
+ *  done. */
+typedef struct idx_runner {
+    bool (*spawn)(void *ctx, void (*fn)(void *), void *arg);
+    void *ctx;
+    unsigned helpers;
+} idx_runner;
 
-int idx__keyref_cmp(const void *a, const void *b);
+/** Write one segment from @p n shards (sorted here), in txn: its dictionary
+ *  chunks and blocks, with columns mapped to field ids through
+ *  @p colmaps[shard] (local column -> global).  *@p seg gets its list
+ *  record (not yet added to the list). */
+int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
+                    uint32_t *const *colmaps, bool positions,
+                    const idx_runner *run, idx_seg *seg, kv_err *err);
+/** Put the records a segment writer without a transaction collected. */
+int idx_segw_replay(kv_txn *txn, const kv_buf *sink, kv_err *err);
 
-/* ---- the bulk buffer (idx_buffer.c) ---- */
+/** A segment writer fed term by term (merges). */
+typedef struct idx_segw idx_segw;
+int idx_segw_open(idx_segw **out, kv_txn *txn, uint32_t seg_id,
+                  kv_err *err);
+/** Go on in another transaction (a merge spreads a segment over many). */
+void idx_segw_set_txn(idx_segw *w, kv_txn *txn);
+/** The next term's ordinal (a segment continued in a new writer). */
+void idx_segw_set_ord(idx_segw *w, uint32_t ord);
+uint32_t idx_segw_ord(const idx_segw *w);
+/** Begin a term (terms come in byte order): its columns (global ids,
+ *  ascending); postings follow with views indexing this table. */
+int idx_segw_term_begin(idx_segw *w, const char *term, size_t tlen,
+                        const uint32_t *cols, uint32_t ncols, bool positions,
+                        kv_err *err);
+/** Postings [from, to) of @p l, after the term's earlier ones. */
+int idx_segw_term_add(idx_segw *w, const idx_plist *l, uint32_t from,
+                      uint32_t to, kv_err *err);
+/** End the term with its deletions (ids ascending; per column counts,
+ *  `_all` count). */
+int idx_segw_term_end(idx_segw *w, const uint32_t *dels, uint32_t ndel,
+                      const uint64_t *ndelc, uint64_t ndel_all, kv_err *err);
+/** Write the last chunk; the segment's list record into *seg. */
+int idx_segw_close(idx_segw *w, idx_seg *seg, kv_err *err);
+/** Bytes written so far (for bounding a merge step). */
+uint64_t idx_segw_bytes(const idx_segw *w);
+void idx_segw_free(idx_segw *w);
 
-/** Append a posting of key "field\0term" (adding the term). */
-int idx__buf_add(idx_writer *w, const char *key, size_t klen, uint32_t doc,
-                 uint32_t tf, const uint32_t *pos, kv_err *err);
-/** Memory the buffer takes. */
-size_t idx__buf_bytes(const idx_writer *w);
-/** Empty the chains (the term and doc tables are reset by the caller). */
-void idx__buf_reset(idx_writer *w);
-void idx__buf_free(idx_writer *w);
-/** The buffered terms in key order (id = term id); caller frees. */
-int idx__buf_terms(idx_writer *w, keyref **order, kv_err *err);
-/** Decode term @p t's postings into @p tp (reused). */
-int idx__buf_decode(idx_writer *w, uint32_t t, idx_tpost *tp, kv_err *err);
-void idx__tpost_free(idx_tpost *tp);
+/* ------------------------------------------------------------------------ */
+/* Reading a segment (idx_read.c), for merges and checks                     */
 
+/** Walks every entry of one segment in term order (bulk reads). */
+typedef struct idx_seg_walk idx_seg_walk;
+int idx_seg_walk_open(idx_seg_walk **out, kv_txn *txn, uint32_t seg,
+                      const char *from, size_t flen, kv_err *err);
+/** The next entry: its term and decoded entry (borrowed until the next
+ *  call); KVFTS_ITEROVER after the last. */
+int idx_seg_walk_next(idx_seg_walk *w, const char **term, size_t *tlen,
+                      const idx_entry **e, uint32_t *ord, kv_err *err);
+/** Every posting of the current entry into @p l (reset). */
+int idx_seg_walk_postings(idx_seg_walk *w, idx_plist *l, kv_err *err);
+void idx_seg_walk_close(idx_seg_walk *w);
+
+/** A term's live postings with every view (any column): field NULL to
+ *  idx_postings_open() means this; views then carry global columns. */
+
+/** Delete every record of segment @p seg (at most @p max_bytes of them
+ *  per call; *@p done when none is left). */
+int idx_seg_drop(kv_txn *txn, uint32_t seg, uint64_t max_bytes, bool *done,
+                 kv_err *err);
 
 #endif /* KVFTS_IDX_INT_H */

@@ -1,403 +1,86 @@
 /*
- * idx_read.c -- reading the inverted index: term headers, postings
- * iterators, term enumeration, field statistics and index-wide figures.
+ * idx_read.c -- reading the inverted index: a snapshot's segments, a
+ * term's entry in each, its live postings across them, term enumeration,
+ * and walks of a whole segment (merges, checks).
  *
- * An idx_postings walks one term's block records with a Berkeley DB cursor,
- * decoding one block at a time (positions only when asked for).  skip_to()
- * first looks inside the current block (binary search), then jumps with a
- * B-tree range seek on the block keys, so skipping over a long list costs a
- * few page reads, not a scan.  All of it runs inside the caller's (usually
- * snapshot) transaction, so a query sees one consistent index.
+ * Finding a term in a segment: one cursor seek to be32(SEG) 'D' TERM; the
+ * record there is the chunk that starts with TERM, or else the one before
+ * it holds TERM if any chunk does; its entries are scanned (a chunk is one
+ * page).  A reader keeps one cursor for all of it.
+ *
+ * A term's live postings (idx_postings) merge one cursor per segment
+ * holding the term (segcur) by doc id.  A document may have postings in
+ * several segments (it was replaced): the newest one is current, unless a
+ * deletion in a newer segment still cancels it.  The deletions of the term
+ * are gathered from every segment first, with the rank (age) of the
+ * segment they are in, so that checking a posting is a step of a pointer
+ * through them.  Without deletions and with one segment, the merge is the
+ * segment cursor itself.
+ *
+ * A field-scoped reader selects the columns of that field with kind 1
+ * (`_all`: every column with kind 2); a term whose postings are all in
+ * selected columns is read as it is, one with other columns is filtered
+ * document by document, and a block whose column summary has none of the
+ * selected columns is skipped without decoding.
+ *
+ * Errors are sticky: an iterator that met damage returns the same error
+ * from every later move (SQLite FTS5's p->rc), so it cannot be mistaken for
+ * the end of the list.
  */
 #include "idx_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-struct idx_postings {
+#define NOWHERE UINT32_MAX
+
+struct idx_reader {
     kv_txn *txn;
-    kv_cursor *c;
-    kv_buf tkey;          /* FIELD 0x00 TERM */
-    kv_buf seek;          /* scratch key */
-    idx_term_info info;
-    idx_block blk;
-    uint32_t first;       /* first id of the current block */
-    uint32_t i;           /* index in the block */
-    bool started, eof;
+    idx_segs segs;
+    kv_cursor *c;          /* dictionary lookups */
+    kv_buf key;
+    idx_chunk_it it;
+    /* field ids looked up */
+    strtab fnames;
+    uint32_t *fid;         /* per fnames id: the field id (0: none) */
+    uint32_t fcap;
 };
 
-int idx_term_get(kv_txn *txn, const char *field, size_t flen,
-                 const char *term, size_t tlen, idx_term_info *out,
-                 kv_err *err)
+kv_txn *idx_reader_txn(const idx_reader *r)
 {
-    kv_buf key = KV_BUF_INIT, val = KV_BUF_INIT;
-    int rc = idx_key_term(&key, field, flen, term, tlen, err);
-    if (!rc)
-        rc = kv_get(txn, KV_POSTINGS, key.data, key.len, &val, false, err);
-    idx_header h;
-    if (!rc)
-        rc = idx_header_decode(val.data, val.len, &h, err);
-    if (!rc) {
-        out->df = h.df;
-        out->cf = h.cf;
-        out->blocks = h.blocks;
-        out->last = h.last;
-        out->positions = h.positions;
+    return r->txn;
+}
+
+int idx_reader_open(idx_reader **out, kv_txn *txn, kv_err *err)
+{
+    *out = kv_calloc(1, sizeof **out);
+    if (!*out)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    idx_reader *r = *out;
+    r->txn = txn;
+    idx_chunk_it_init(&r->it);
+    int rc = idx_segs_read(&r->segs, txn, false, err);
+    if (rc) {
+        idx_reader_close(r);
+        *out = NULL;
     }
-    kv_buf_free(&key);
-    kv_buf_free(&val);
     return rc;
 }
 
-void idx_postings_close(idx_postings *p)
+void idx_reader_close(idx_reader *r)
 {
-    if (!p)
+    if (!r)
         return;
-    kv_cursor_close(p->c);
-    kv_buf_free(&p->tkey);
-    kv_buf_free(&p->seek);
-    idx_block_free(&p->blk);
-    kv_free(p);
+    idx_segs_free(&r->segs);
+    kv_cursor_close(r->c);
+    kv_buf_free(&r->key);
+    idx_chunk_it_free(&r->it);
+    idx__strtab_free(&r->fnames);
+    kv_free(r->fid);
+    kv_free(r);
 }
 
-int idx_postings_open(idx_postings **out, kv_txn *txn, const char *field,
-                      size_t flen, const char *term, size_t tlen,
-                      kv_err *err)
-{
-    *out = NULL;
-    idx_postings *p = kv_calloc(1, sizeof *p);
-    if (!p)
-        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    p->txn = txn;
-    idx_block_init(&p->blk);
-    int rc = idx_term_get(txn, field, flen, term, tlen, &p->info, err);
-    if (!rc)
-        rc = idx_key_term(&p->tkey, field, flen, term, tlen, err);
-    if (!rc)
-        rc = kv_cursor_open(&p->c, txn, KV_POSTINGS, err);
-    if (rc) {
-        idx_postings_close(p);
-        return rc;
-    }
-    *out = p;
-    return KVFTS_OK;
-}
-
-/* Decode the block the cursor is on, if it belongs to the term. */
-static int load_block(idx_postings *p, int rc, kv_err *err)
-{
-    if (rc == KVFTS_ITEROVER) {
-        p->eof = true;
-        return KVFTS_ITEROVER;
-    }
-    if (rc)
-        return rc;
-    const char *k, *v;
-    size_t kl, vl;
-    uint32_t first;
-    kv_cursor_key(p->c, &k, &kl);
-    if (!idx_key_is_block_of(k, kl, p->tkey.data, p->tkey.len, &first)) {
-        p->eof = true;
-        return KVFTS_ITEROVER;
-    }
-    kv_cursor_val(p->c, &v, &vl);
-    /* The decoder keeps its own copy of the streams it decodes later. */
-    rc = idx_block_decode(&p->blk, first, v, vl, IDX_DECODE_IDS, err);
-    if (rc)
-        return rc;
-    p->first = first;
-    p->i = 0;
-    return KVFTS_OK;
-}
-
-/* The first and last ids of the block the cursor is on, from its key and
- * header, without decoding it.  False if the record is not a block of the
- * term.  A damaged header reads as "may hold anything", so that
- * load_block() decodes it and reports the damage. */
-static bool peek_block(idx_postings *p, uint32_t *first, uint32_t *last)
-{
-    const char *k, *v;
-    size_t kl, vl;
-    uint32_t span;
-    kv_cursor_key(p->c, &k, &kl);
-    if (!idx_key_is_block_of(k, kl, p->tkey.data, p->tkey.len, first))
-        return false;
-    kv_cursor_val(p->c, &v, &vl);
-    if (!idx_block_peek(v, vl, &span) || span > UINT32_MAX - *first)
-        *last = UINT32_MAX;
-    else
-        *last = *first + span;
-    return true;
-}
-
-static int seek_block(idx_postings *p, uint32_t first, kv_err *err)
-{
-    kv_buf_reset(&p->seek);
-    int rc = kv_buf_append(&p->seek, p->tkey.data, p->tkey.len, err);
-    if (!rc)
-        rc = idx_key_block(&p->seek, p->tkey.len, first, err);
-    if (!rc)
-        rc = kv_cursor_seek(p->c, p->seek.data, p->seek.len, err);
-    return load_block(p, rc, err);
-}
-
-int idx_postings_next(idx_postings *p, kv_err *err)
-{
-    if (p->eof)
-        return KVFTS_ITEROVER;
-    if (!p->started) {
-        p->started = true;
-        return seek_block(p, 0, err);
-    }
-    if (++p->i < p->blk.n)
-        return KVFTS_OK;
-    return load_block(p, kv_cursor_next(p->c, err), err);
-}
-
-/* Blocks skip_to walks through one by one before it seeks. */
-#define NEAR_STEPS 2
-
-int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err)
-{
-    if (p->eof)
-        return KVFTS_ITEROVER;
-    int rc;
-    if (!p->started) {
-        p->started = true;
-        rc = seek_block(p, 0, err);
-        if (rc)
-            return rc;
-    }
-    if (p->blk.ids[p->i] >= docid)
-        return KVFTS_OK;
-    /* Intersections mostly skip to a near block: step there with the
-     * cursor (neighbouring records, often on the same page) before paying
-     * for a search from the root.  Blocks stepped over are not decoded:
-     * their key and header tell their first and last ids. */
-    uint32_t first, last;
-    for (int step = 0; step < NEAR_STEPS && p->blk.ids[p->blk.n - 1] < docid;
-         step++) {
-        rc = kv_cursor_next(p->c, err);
-        if (rc || !peek_block(p, &first, &last))
-            return load_block(p, rc, err);     /* the end, or an error */
-        if (last >= docid) {
-            rc = load_block(p, KVFTS_OK, err);
-            if (rc)
-                return rc;
-            goto search;
-        }
-    }
-    if (p->blk.ids[p->blk.n - 1] < docid) {
-        /* The block that may hold docid is the last one whose first id is
-         * <= docid: range-seek to docid's key, then look one record back. */
-        kv_buf_reset(&p->seek);
-        rc = kv_buf_append(&p->seek, p->tkey.data, p->tkey.len, err);
-        if (!rc)
-            rc = idx_key_block(&p->seek, p->tkey.len, docid, err);
-        if (!rc)
-            rc = kv_cursor_seek(p->c, p->seek.data, p->seek.len, err);
-        bool at_end = rc == KVFTS_ITEROVER;
-        if (rc && !at_end)
-            return rc;
-        if (!at_end && peek_block(p, &first, &last) && first == docid)
-            return load_block(p, KVFTS_OK, err);
-        rc = at_end ? kv_cursor_last(p->c, err) : kv_cursor_prev(p->c, err);
-        if (rc && rc != KVFTS_ITEROVER)
-            return rc;
-        if (rc == KVFTS_OK && peek_block(p, &first, &last) &&
-            first < docid && last >= docid) {
-            rc = load_block(p, KVFTS_OK, err);
-            if (rc)
-                return rc;
-            goto search;
-        }
-        /* docid falls between two blocks: the answer starts the next. */
-        return seek_block(p, docid, err);
-    }
-search:;
-    /* Gallop from the current position (intersections mostly move a few
-     * ids), then binary search the last stride. */
-    uint32_t lo = p->i, hi = p->i, n = p->blk.n, stride = 1;
-    while (hi < n && p->blk.ids[hi] < docid) {
-        lo = hi + 1;
-        hi += stride;
-        stride *= 2;
-    }
-    if (hi > n)
-        hi = n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (p->blk.ids[mid] < docid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    p->i = lo;
-    return KVFTS_OK;
-}
-
-uint32_t idx_postings_docid(const idx_postings *p)
-{
-    return p->blk.ids[p->i];
-}
-
-int idx_postings_need(idx_postings *p, int level, kv_err *err)
-{
-    return idx_block_need(&p->blk, level, err);
-}
-
-/* The block's tfs and positions are decoded when first asked for (a count
- * or an intersection needs neither).  The iterator is const to callers; the
- * decoding state inside is not. */
-uint32_t idx_postings_tf(const idx_postings *p)
-{
-    /* The error record (a message buffer) is made only on the decode path:
-     * zeroing it on every call was a fifth of a phrase query's time. */
-    if (p->blk.decoded < IDX_DECODE_TFS) {
-        kv_err e = KV_ERR_INIT;
-        if (idx_block_need((idx_block *)&p->blk, IDX_DECODE_TFS, &e))
-            return 0;      /* corrupt: tf 0 never occurs otherwise */
-    }
-    return p->blk.tfs[p->i];
-}
-
-const uint32_t *idx_postings_positions(const idx_postings *p)
-{
-    if (!p->blk.positions)
-        return NULL;
-    if (p->blk.decoded < IDX_DECODE_POSITIONS) {
-        kv_err e = KV_ERR_INIT;
-        if (idx_block_need((idx_block *)&p->blk, IDX_DECODE_POSITIONS, &e))
-            return NULL;
-    }
-    return p->blk.pos + p->blk.poff[p->i];
-}
-
-uint32_t idx_postings_block_max_tf(const idx_postings *p)
-{
-    return p->blk.max_tf;
-}
-
-uint32_t idx_postings_block_last(const idx_postings *p)
-{
-    return p->blk.ids[p->blk.n - 1];
-}
-
-const idx_term_info *idx_postings_info(const idx_postings *p)
-{
-    return &p->info;
-}
-
-/* ---- term enumeration --------------------------------------------------- */
-
-int idx_prefix_postings(kv_txn *txn, const char *field, size_t flen,
-                        const char *prefix, size_t plen, uint32_t max_terms,
-                        idx_block_fn fn, void *payload, kv_err *err)
-{
-    kv_buf start = KV_BUF_INIT, cur = KV_BUF_INIT;  /* cur: term's key */
-    kv_cursor *c = NULL;
-    kv_bulk bulk = KV_BULK_INIT;
-    idx_block b;
-    idx_block_init(&b);
-    uint32_t nterms = 0;
-    idx_term_info info = { 0, 0, 0, 0, false };
-    int rc = idx_key_term(&start, field, flen, prefix, plen, err);
-    if (!rc)
-        rc = kv_cursor_open(&c, txn, KV_POSTINGS, err);
-    /* The range in bulk reads: a cursor step per record was most of a
-     * short prefix's time. */
-    if (!rc)
-        rc = kv_cursor_bulk(c, start.data, start.len, &bulk, err);
-    bool done = false;
-    while (rc == KVFTS_OK && !done) {
-        const char *k, *v;
-        size_t kl, vl;
-        while (!rc && kv_bulk_next(&bulk, &k, &kl, &v, &vl)) {
-            if (kl < start.len || memcmp(k, start.data, start.len) != 0) {
-                done = true;
-                break;
-            }
-            uint32_t first;
-            if (!memchr(k + flen + 1, 0, kl - flen - 1)) {      /* a header */
-                idx_header h;
-                if ((rc = idx_header_decode(v, vl, &h, err)) != 0)
-                    break;
-                if (++nterms > max_terms) {
-                    rc = 1;
-                    break;
-                }
-                info = (idx_term_info){ h.df, h.cf, h.blocks, h.last,
-                                        h.positions };
-                kv_buf_reset(&cur);
-                rc = kv_buf_append(&cur, k, kl, err);
-            } else if (nterms &&
-                       idx_key_is_block_of(k, kl, cur.data, cur.len, &first)) {
-                rc = idx_block_decode(&b, first, v, vl, IDX_DECODE_TFS, err);
-                if (!rc)
-                    rc = fn(payload, nterms - 1, &info, b.ids, b.tfs, b.n);
-            }
-        }
-        if (!rc && !done)
-            rc = kv_cursor_bulk(c, NULL, 0, &bulk, err);
-    }
-    kv_cursor_close(c);
-    kv_bulk_free(&bulk);
-    kv_buf_free(&start);
-    kv_buf_free(&cur);
-    idx_block_free(&b);
-    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
-}
-
-int idx_terms_scan(kv_txn *txn, const char *field, size_t flen,
-                   const char *prefix, size_t plen, idx_term_fn fn,
-                   void *payload, kv_err *err)
-{
-    kv_buf start = KV_BUF_INIT, skip = KV_BUF_INIT;
-    kv_cursor *c = NULL;
-    int rc = idx_key_term(&start, field, flen, prefix, plen, err);
-    if (!rc)
-        rc = kv_cursor_open(&c, txn, KV_POSTINGS, err);
-    if (!rc)
-        rc = kv_cursor_seek(c, start.data, start.len, err);
-    while (rc == KVFTS_OK) {
-        const char *k, *v;
-        size_t kl, vl;
-        kv_cursor_key(c, &k, &kl);
-        if (kl < start.len || memcmp(k, start.data, start.len) != 0)
-            break;
-        const char *term = k + flen + 1;
-        size_t tl = kl - flen - 1;
-        if (memchr(term, 0, tl)) {      /* a block key: skip */
-            rc = kv_cursor_next(c, err);
-            continue;
-        }
-        idx_header h;
-        kv_cursor_val(c, &v, &vl);
-        rc = idx_header_decode(v, vl, &h, err);
-        if (rc)
-            break;
-        idx_term_info info = { h.df, h.cf, h.blocks, h.last, h.positions };
-        rc = fn(payload, term, tl, &info);
-        if (rc)
-            break;
-        if (h.blocks > 4) {
-            /* Jump over the term's blocks. */
-            kv_buf_reset(&skip);
-            rc = kv_buf_append(&skip, k, kl, err);
-            if (!rc)
-                rc = kv_buf_append(&skip, "\0\xff\xff\xff\xff\xff", 6, err);
-            if (!rc)
-                rc = kv_cursor_seek(c, skip.data, skip.len, err);
-        } else {
-            rc = kv_cursor_next(c, err);
-        }
-    }
-    kv_cursor_close(c);
-    kv_buf_free(&start);
-    kv_buf_free(&skip);
-    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
-}
-
-/* ---- statistics --------------------------------------------------------- */
+/* ---- fields ---------------------------------------------------------------- */
 
 static int field_rec(kv_txn *txn, const char *field, size_t flen,
                      idx_field *f, kv_err *err)
@@ -410,6 +93,1366 @@ static int field_rec(kv_txn *txn, const char *field, size_t flen,
         rc = idx_field_decode(val.data, val.len, f, err);
     kv_buf_free(&key);
     kv_buf_free(&val);
+    return rc;
+}
+
+/* The id of field name (0: never indexed), through the reader's cache. */
+static int reader_fid(idx_reader *r, const char *name, size_t nlen,
+                      uint32_t *out, kv_err *err)
+{
+    uint32_t i;
+    bool added;
+    int rc = idx__strtab_put(&r->fnames, name, nlen, &i, &added, err);
+    if (rc)
+        return rc;
+    if (added) {
+        if ((rc = idx__grow(&r->fid, &r->fcap, (uint64_t)i + 1, 4, err)))
+            return rc;
+        idx_field f;
+        rc = field_rec(r->txn, name, nlen, &f, err);
+        if (rc == KVFTS_ENOTFOUND) {
+            f.id = 0;
+            rc = KVFTS_OK;
+        }
+        if (rc)
+            return rc;
+        r->fid[i] = f.id;
+    }
+    *out = r->fid[i];
+    return KVFTS_OK;
+}
+
+/* What a (field, term) reader takes: the field's kind-1 columns, or with
+ * fid 0 ("_all") every kind-2 column. */
+typedef struct selector {
+    bool all;
+    bool any;              /* every column (checks) */
+    uint32_t fid;
+} selector;
+
+static int selector_make(idx_reader *r, const char *field, size_t flen,
+                         selector *s, bool *none, kv_err *err)
+{
+    *none = false;
+    s->all = flen == 4 && memcmp(field, TOK_ALL_FIELD, 4) == 0;
+    s->any = field == NULL;
+    s->fid = 0;
+    if (s->all || s->any)
+        return KVFTS_OK;
+    int rc = reader_fid(r, field, flen, &s->fid, err);
+    if (!rc && s->fid == 0)
+        *none = true;
+    return rc;
+}
+
+static bool col_selected(const selector *s, uint32_t col)
+{
+    if (s->any)
+        return true;
+    return s->all ? (col & IDX_KIND_ALL) != 0
+                  : (col >> 2) == s->fid && (col & IDX_KIND_FIELD);
+}
+
+/* ---- finding a term in a segment ------------------------------------------ */
+
+/* Find term in segment seg: *found, the entry decoded into e, its ordinal,
+ * and the chunk record copied into rec (the entry points into it). */
+static int seg_find(idx_reader *r, uint32_t seg, const char *term,
+                    size_t tlen, idx_entry *e, kv_buf *rec, uint32_t *ord,
+                    bool *found, kv_err *err)
+{
+    *found = false;
+    int rc = r->c ? KVFTS_OK : kv_cursor_open(&r->c, r->txn, KV_TERMS,
+                                              err);
+    if (!rc)
+        rc = idx_key_chunk(&r->key, seg, term, tlen, err);
+    if (!rc)
+        rc = kv_cursor_seek(r->c, r->key.data, r->key.len, err);
+    const char *k, *v;
+    size_t kl, vl;
+    unsigned char pfx[5];
+    kv_put_be32(pfx, seg);
+    pfx[4] = 'D';
+    bool exact = false;
+    if (rc == KVFTS_OK) {
+        kv_cursor_key(r->c, &k, &kl);
+        exact = kl == r->key.len && memcmp(k, r->key.data, kl) == 0;
+        if (!exact)
+            rc = kv_cursor_prev(r->c, err);
+    } else if (rc == KVFTS_ITEROVER) {
+        rc = kv_cursor_last(r->c, err);
+    }
+    if (rc == KVFTS_ITEROVER)
+        return KVFTS_OK;
+    if (rc)
+        return rc;
+    kv_cursor_key(r->c, &k, &kl);
+    if (kl < 5 || memcmp(k, pfx, 5) != 0)
+        return KVFTS_OK;        /* before the segment's first chunk */
+    kv_cursor_val(r->c, &v, &vl);
+    kv_buf_reset(rec);
+    if ((rc = kv_buf_append(rec, v, vl, err)))
+        return rc;
+    if ((rc = idx_chunk_open(&r->it, rec->data, rec->len, err)))
+        return rc;
+    while ((rc = idx_chunk_next(&r->it, err)) == KVFTS_OK) {
+        int c = idx__bytes_cmp(r->it.term.data, r->it.term.len, term, tlen);
+        if (c < 0)
+            continue;
+        if (c > 0)
+            return KVFTS_OK;
+        *ord = r->it.ord;
+        *found = true;
+        return idx_entry_decode(e, r->it.body, r->it.body_len, err);
+    }
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
+/* Postings and deletions of entry e in selection s. */
+static void entry_counts(const idx_entry *e, const selector *s,
+                         uint64_t *df, uint64_t *ndel)
+{
+    if (s->any) {
+        *df = e->ndocs;
+        *ndel = e->ndel;
+        return;
+    }
+    if (s->all) {
+        *df = e->df_all;
+        *ndel = e->ndel_all;
+        return;
+    }
+    *df = *ndel = 0;
+    for (uint32_t i = 0; i < e->ncols; i++)
+        if (col_selected(s, e->cols[i])) {
+            *df += e->df[i];
+            *ndel += e->ndelc[i];
+        }
+}
+
+int idx_term_get(idx_reader *r, const char *field, size_t flen,
+                 const char *term, size_t tlen, idx_term_info *out,
+                 kv_err *err)
+{
+    selector s;
+    bool none;
+    int rc = selector_make(r, field, flen, &s, &none, err);
+    if (rc)
+        return rc;
+    out->df = 0;
+    out->positions = false;
+    if (none)
+        return kv_seterr(err, KVFTS_ENOTFOUND, "no such term");
+    idx_entry e;
+    idx_entry_init(&e);
+    kv_buf rec = KV_BUF_INIT;
+    uint64_t df = 0, del = 0;
+    for (uint32_t i = 0; !rc && i < r->segs.n; i++) {
+        bool found;
+        uint32_t ord;
+        rc = seg_find(r, r->segs.v[i].id, term, tlen, &e, &rec, &ord, &found,
+                      err);
+        if (rc || !found)
+            continue;
+        uint64_t a, d;
+        entry_counts(&e, &s, &a, &d);
+        df += a;
+        del += d;
+        if (a)
+            out->positions |= (e.flags & IDX_E_POSITIONS) != 0;
+    }
+    idx_entry_free(&e);
+    kv_buf_free(&rec);
+    if (!rc && del > df)
+        rc = kv_seterr(err, KVFTS_ECORRUPT, "term '%.*s': more deletions "
+                       "(%llu) than postings (%llu)", (int)(tlen > 64 ? 64 :
+                       tlen), term, (unsigned long long)del,
+                       (unsigned long long)df);
+    if (rc)
+        return rc;
+    out->df = df - del;
+    return out->df ? KVFTS_OK : kv_seterr(err, KVFTS_ENOTFOUND,
+                                          "no such term");
+}
+
+/* ---- one segment's postings of a term -------------------------------------- */
+
+typedef struct segcur {
+    uint32_t rank;         /* the segment's place in the list (age) */
+    uint32_t seg;
+    uint32_t ord;
+    idx_entry e;
+    kv_buf rec;            /* the chunk record the entry points into */
+    uint8_t *sel;          /* per column index: selected */
+    uint32_t selcap;
+    uint64_t selbits;      /* bit (index & 63) of the selected columns */
+    bool filter;           /* some columns are not selected */
+    idx_block blk;
+    uint32_t i;            /* position in the block */
+    bool have_blk;
+    bool external;
+    kv_cursor *c;          /* external blocks */
+    kv_buf seek;
+    uint32_t cur;          /* current doc id, NOWHERE at the end */
+    kv_txn *txn;
+} segcur;
+
+static void segcur_free(segcur *sc)
+{
+    idx_entry_free(&sc->e);
+    kv_buf_free(&sc->rec);
+    kv_free(sc->sel);
+    idx_block_free(&sc->blk);
+    kv_cursor_close(sc->c);
+    kv_buf_free(&sc->seek);
+}
+
+/* True if the current document of the block has a selected view. */
+static bool doc_selected(const segcur *sc, uint32_t i)
+{
+    const idx_plist *l = &sc->blk.l;
+    for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
+        if (sc->sel[l->vcol[v]])
+            return true;
+    return false;
+}
+
+/* A block was loaded: go to its first selected document at or after
+ * position i (*left: none in the block). */
+static int block_settle(segcur *sc, uint32_t i, uint32_t target, bool *left,
+                        kv_err *err)
+{
+    idx_plist *l = &sc->blk.l;
+    *left = false;
+    /* gallop to the first id >= target */
+    if (target && i < l->n && l->ids[i] < target) {
+        uint32_t lo = i, hi = i, stride = 1, n = l->n;
+        while (hi < n && l->ids[hi] < target) {
+            lo = hi + 1;
+            hi += stride;
+            stride *= 2;
+        }
+        if (hi > n)
+            hi = n;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (l->ids[mid] < target)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        i = lo;
+    }
+    if (sc->filter && i < l->n) {
+        int rc = idx_block_need(&sc->blk, IDX_DEC_VIEWS, err);
+        if (rc)
+            return rc;
+        while (i < l->n && !doc_selected(sc, i))
+            i++;
+    }
+    if (i >= l->n) {
+        *left = true;
+        return KVFTS_OK;
+    }
+    sc->i = i;
+    sc->cur = l->ids[i];
+    return KVFTS_OK;
+}
+
+/* Load the block record the cursor is on, if it belongs to the term;
+ * skip it (*skipped) when its column summary has no selected column. */
+static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
+{
+    *end = *skipped = false;
+    if (rc == KVFTS_ITEROVER) {
+        *end = true;
+        return KVFTS_OK;
+    }
+    if (rc)
+        return rc;
+    const char *k, *v;
+    size_t kl, vl;
+    kv_cursor_key(sc->c, &k, &kl);
+    unsigned char pfx[9];
+    kv_put_be32(pfx, sc->seg);
+    pfx[4] = 'B';
+    kv_put_be32(pfx + 5, sc->ord);
+    if (kl != 13 || memcmp(k, pfx, 9) != 0) {
+        *end = true;
+        return KVFTS_OK;
+    }
+    kv_cursor_val(sc->c, &v, &vl);
+    uint32_t first = kv_get_be32((const unsigned char *)k + 9), span, mtf;
+    uint64_t mask;
+    if (sc->filter && idx_block_peek(v, vl, &span, &mtf, &mask) &&
+        !(mask & sc->selbits)) {
+        *skipped = true;
+        return KVFTS_OK;
+    }
+    sc->have_blk = true;
+    return idx_block_decode(&sc->blk, first, v, vl, sc->e.ncols,
+                            IDX_DEC_IDS, err);
+}
+
+static int ext_seek(segcur *sc, uint32_t first, kv_err *err)
+{
+    unsigned char key[13];
+    idx_key_block(key, sc->seg, sc->ord, first);
+    return kv_cursor_seek(sc->c, key, sizeof key, err);
+}
+
+/* Walk external blocks from the cursor's record on until one holds a
+ * selected document >= target. */
+static int ext_walk(segcur *sc, int rc, uint32_t target, kv_err *err)
+{
+    for (;;) {
+        bool end, skipped, left;
+        rc = load_ext(sc, rc, &end, &skipped, err);
+        if (rc)
+            return rc;
+        if (end) {
+            sc->cur = NOWHERE;
+            return KVFTS_OK;
+        }
+        if (!skipped) {
+            rc = block_settle(sc, 0, target, &left, err);
+            if (rc || !left)
+                return rc;
+        }
+        rc = kv_cursor_next(sc->c, err);
+    }
+}
+
+static int segcur_start(segcur *sc, kv_err *err)
+{
+    if (!sc->external) {
+        bool left;
+        int rc = idx_block_decode(&sc->blk, sc->e.first, sc->e.blk,
+                                  sc->e.blk_len, sc->e.ncols, IDX_DEC_IDS,
+                                  err);
+        sc->have_blk = true;
+        if (!rc)
+            rc = block_settle(sc, 0, 0, &left, err);
+        if (!rc && left)
+            sc->cur = NOWHERE;
+        return rc;
+    }
+    int rc = kv_cursor_open(&sc->c, sc->txn, KV_POSTINGS, err);
+    if (!rc)
+        rc = ext_walk(sc, ext_seek(sc, 0, err), 0, err);
+    return rc;
+}
+
+static int segcur_next(segcur *sc, kv_err *err)
+{
+    bool left;
+    int rc = block_settle(sc, sc->i + 1, 0, &left, err);
+    if (rc || !left)
+        return rc;
+    if (!sc->external) {
+        sc->cur = NOWHERE;
+        return KVFTS_OK;
+    }
+    return ext_walk(sc, kv_cursor_next(sc->c, err), 0, err);
+}
+
+/* Blocks skip_to steps over one by one before it seeks. */
+#define NEAR_STEPS 2
+
+static int segcur_skip(segcur *sc, uint32_t target, kv_err *err)
+{
+    if (sc->cur >= target)
+        return KVFTS_OK;
+    idx_plist *l = &sc->blk.l;
+    bool left;
+    int rc;
+    if (l->n && l->ids[l->n - 1] >= target) {
+        rc = block_settle(sc, sc->i, target, &left, err);
+        if (rc || !left)
+            return rc;
+    }
+    if (!sc->external || target > sc->e.last) {
+        sc->cur = NOWHERE;
+        return KVFTS_OK;
+    }
+    /* Intersections mostly skip to a near block: step there (neighbouring
+     * records, often on the same page) before a search from the root;
+     * blocks stepped over are not decoded, their key and header tell their
+     * first and last ids. */
+    for (int step = 0; step < NEAR_STEPS; step++) {
+        rc = kv_cursor_next(sc->c, err);
+        if (rc == KVFTS_ITEROVER) {
+            sc->cur = NOWHERE;
+            return KVFTS_OK;
+        }
+        if (rc)
+            return rc;
+        const char *k, *v;
+        size_t kl, vl;
+        kv_cursor_key(sc->c, &k, &kl);
+        kv_cursor_val(sc->c, &v, &vl);
+        uint32_t span, mtf;
+        uint64_t mask;
+        if (kl != 13 || !idx_block_peek(v, vl, &span, &mtf, &mask))
+            return ext_walk(sc, KVFTS_OK, target, err);
+        uint32_t first = kv_get_be32((const unsigned char *)k + 9);
+        if (first + (uint64_t)span >= target)
+            return ext_walk(sc, KVFTS_OK, target, err);
+    }
+    /* The block that may hold target is the last one whose first id is
+     * <= target: range-seek to target's key, then look one record back. */
+    rc = ext_seek(sc, target, err);
+    bool at_end = rc == KVFTS_ITEROVER;
+    if (rc && !at_end)
+        return rc;
+    if (!at_end) {
+        const char *k;
+        size_t kl;
+        kv_cursor_key(sc->c, &k, &kl);
+        if (kl == 13 && kv_get_be32((const unsigned char *)k + 9) == target)
+            return ext_walk(sc, KVFTS_OK, target, err);
+    }
+    rc = at_end ? kv_cursor_last(sc->c, err) : kv_cursor_prev(sc->c, err);
+    if (rc && rc != KVFTS_ITEROVER)
+        return rc;
+    return ext_walk(sc, rc, target, err);
+}
+
+/* ---- a term's live postings ------------------------------------------------ */
+
+struct idx_postings {
+    idx_reader *r;
+    selector s;
+    idx_term_info info;
+    segcur *sc;
+    uint32_t nsc;
+    uint32_t *dels;        /* deletion ids, ascending (maybe repeated) */
+    uint32_t *drank;       /* the rank of each */
+    uint32_t ndel, dcap, rcap, dat;
+    segcur *at;            /* the cursor of the current posting */
+    uint32_t cur;
+    bool started, eof;
+    int rc;                /* sticky error */
+    kv_err err;
+    idx_view *views;
+    uint32_t vcap;
+};
+
+void idx_postings_close(idx_postings *p)
+{
+    if (!p)
+        return;
+    for (uint32_t i = 0; i < p->nsc; i++)
+        segcur_free(&p->sc[i]);
+    kv_free(p->sc);
+    kv_free(p->dels);
+    kv_free(p->drank);
+    kv_free(p->views);
+    kv_free(p);
+}
+
+typedef struct delref {
+    uint32_t id, rank;
+} delref;
+
+static int delref_cmp(const void *a, const void *b)
+{
+    const delref *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+/* Gather the deletions of every segment's entry (ids, ranks), sorted. */
+static int gather_dels(idx_postings *p, const idx_entry *e, uint32_t rank,
+                       kv_err *err)
+{
+    uint32_t *ids = NULL, cap = 0;
+    int rc = idx_entry_dels(e, &ids, &cap, err);
+    uint64_t need = (uint64_t)p->ndel + e->ndel;
+    if (!rc)
+        rc = idx__grow(&p->dels, &p->dcap, need, 4, err);
+    if (!rc)
+        rc = idx__grow(&p->drank, &p->rcap, need, 4, err);
+    for (uint64_t k = 0; !rc && k < e->ndel; k++) {
+        p->dels[p->ndel] = ids[k];
+        p->drank[p->ndel] = rank;
+        p->ndel++;
+    }
+    kv_free(ids);
+    return rc;
+}
+
+static int sort_dels(idx_postings *p, kv_err *err)
+{
+    if (p->ndel < 2)
+        return KVFTS_OK;
+    delref *d = kv_malloc((size_t)p->ndel * sizeof *d);
+    if (!d)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < p->ndel; i++)
+        d[i] = (delref){ p->dels[i], p->drank[i] };
+    qsort(d, p->ndel, sizeof *d, delref_cmp);
+    for (uint32_t i = 0; i < p->ndel; i++) {
+        p->dels[i] = d[i].id;
+        p->drank[i] = d[i].rank;
+    }
+    kv_free(d);
+    return KVFTS_OK;
+}
+
+int idx_postings_open(idx_postings **out, idx_reader *r, const char *field,
+                      size_t flen, const char *term, size_t tlen,
+                      kv_err *err)
+{
+    *out = NULL;
+    idx_postings *p = kv_calloc(1, sizeof *p);
+    if (!p)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    p->r = r;
+    bool none;
+    int rc = selector_make(r, field, flen, &p->s, &none, err);
+    if (!rc && none)
+        rc = kv_seterr(err, KVFTS_ENOTFOUND, "no such term");
+    if (!rc && r->segs.n &&
+        !(p->sc = kv_calloc(r->segs.n, sizeof *p->sc)))
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    uint64_t df = 0, del = 0;
+    for (uint32_t i = 0; !rc && i < r->segs.n; i++) {
+        segcur *sc = &p->sc[p->nsc];
+        memset(sc, 0, sizeof *sc);
+        idx_entry_init(&sc->e);
+        idx_block_init(&sc->blk);
+        bool found;
+        rc = seg_find(r, r->segs.v[i].id, term, tlen, &sc->e, &sc->rec,
+                      &sc->ord, &found, err);
+        if (!rc && found) {
+            uint64_t a, d;
+            entry_counts(&sc->e, &p->s, &a, &d);
+            df += a;
+            del += d;
+            if (sc->e.ndel)
+                rc = gather_dels(p, &sc->e, i, err);
+            if (!rc && a) {
+                p->info.positions |= (sc->e.flags & IDX_E_POSITIONS) != 0;
+                sc->rank = i;
+                sc->seg = r->segs.v[i].id;
+                sc->txn = r->txn;
+                sc->external = (sc->e.flags & IDX_E_EXTERNAL) != 0;
+                rc = idx__grow(&sc->sel, &sc->selcap, sc->e.ncols, 1, err);
+                for (uint32_t c = 0; !rc && c < sc->e.ncols; c++) {
+                    sc->sel[c] = col_selected(&p->s, sc->e.cols[c]);
+                    if (sc->sel[c])
+                        sc->selbits |= 1ull << (c < 63 ? c : 63);
+                    else
+                        sc->filter = true;
+                }
+                if (!rc) {
+                    p->nsc++;
+                    continue;
+                }
+            }
+        }
+        segcur_free(sc);
+    }
+    if (!rc && del > df)
+        rc = kv_seterr(err, KVFTS_ECORRUPT, "term '%.*s': more deletions "
+                       "than postings", (int)(tlen > 64 ? 64 : tlen), term);
+    if (!rc)
+        rc = sort_dels(p, err);
+    if (!rc && df == del)
+        rc = kv_seterr(err, KVFTS_ENOTFOUND, "no such term");
+    if (rc) {
+        idx_postings_close(p);
+        return rc;
+    }
+    p->info.df = df - del;
+    p->cur = 0;
+    *out = p;
+    return KVFTS_OK;
+}
+
+static int fail(idx_postings *p, int rc, kv_err *err)
+{
+    p->rc = rc;
+    p->err = *err;
+    return rc;
+}
+
+/* True if a deletion in a segment newer than rank cancels id. */
+static bool deleted(idx_postings *p, uint32_t id, uint32_t rank)
+{
+    while (p->dat < p->ndel && p->dels[p->dat] < id)
+        p->dat++;
+    for (uint32_t k = p->dat; k < p->ndel && p->dels[k] == id; k++)
+        if (p->drank[k] > rank)
+            return true;
+    return false;
+}
+
+/* Settle on the smallest current id of the cursors that is live, moving
+ * past older duplicates and cancelled postings. */
+static int settle(idx_postings *p, kv_err *err)
+{
+    for (;;) {
+        segcur *best = NULL;
+        for (uint32_t i = 0; i < p->nsc; i++) {
+            segcur *sc = &p->sc[i];
+            if (sc->cur == NOWHERE)
+                continue;
+            if (!best || sc->cur < best->cur ||
+                (sc->cur == best->cur && sc->rank > best->rank))
+                best = sc;
+        }
+        if (!best) {
+            p->eof = true;
+            p->cur = NOWHERE;
+            p->at = NULL;
+            return KVFTS_ITEROVER;
+        }
+        uint32_t id = best->cur;
+        if (p->ndel == 0 || !deleted(p, id, best->rank)) {
+            p->at = best;
+            p->cur = id;
+            return KVFTS_OK;
+        }
+        /* cancelled: step every cursor past id */
+        for (uint32_t i = 0; i < p->nsc; i++) {
+            segcur *sc = &p->sc[i];
+            if (sc->cur == id) {
+                int rc = segcur_next(sc, err);
+                if (rc)
+                    return rc;
+            }
+        }
+    }
+}
+
+static int start(idx_postings *p, kv_err *err)
+{
+    p->started = true;
+    for (uint32_t i = 0; i < p->nsc; i++) {
+        int rc = segcur_start(&p->sc[i], err);
+        if (rc)
+            return rc;
+    }
+    return KVFTS_OK;
+}
+
+int idx_postings_next(idx_postings *p, kv_err *err)
+{
+    if (p->rc) {
+        *err = p->err;
+        return p->rc;
+    }
+    if (p->eof)
+        return KVFTS_ITEROVER;
+    int rc = KVFTS_OK;
+    if (!p->started) {
+        rc = start(p, err);
+    } else {
+        uint32_t id = p->cur;
+        for (uint32_t i = 0; !rc && i < p->nsc; i++)
+            if (p->sc[i].cur == id)
+                rc = segcur_next(&p->sc[i], err);
+    }
+    if (!rc)
+        rc = settle(p, err);
+    return rc && rc != KVFTS_ITEROVER ? fail(p, rc, err) : rc;
+}
+
+int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err)
+{
+    if (p->rc) {
+        *err = p->err;
+        return p->rc;
+    }
+    if (p->eof)
+        return KVFTS_ITEROVER;
+    int rc = KVFTS_OK;
+    if (!p->started)
+        rc = start(p, err);
+    else if (p->cur >= docid)
+        return KVFTS_OK;
+    for (uint32_t i = 0; !rc && i < p->nsc; i++)
+        rc = segcur_skip(&p->sc[i], docid, err);
+    if (!rc)
+        rc = settle(p, err);
+    return rc && rc != KVFTS_ITEROVER ? fail(p, rc, err) : rc;
+}
+
+uint32_t idx_postings_docid(const idx_postings *p)
+{
+    return p->cur;
+}
+
+int idx_postings_need(idx_postings *p, int level, kv_err *err)
+{
+    if (p->rc) {
+        *err = p->err;
+        return p->rc;
+    }
+    if (!p->at)
+        return KVFTS_OK;
+    int lv = level >= IDX_DECODE_POSITIONS ? IDX_DEC_POS
+           : level >= IDX_DECODE_TFS ? IDX_DEC_VIEWS : IDX_DEC_IDS;
+    int rc = idx_block_need(&p->at->blk, lv, err);
+    return rc ? fail(p, rc, err) : KVFTS_OK;
+}
+
+uint32_t idx_postings_tf(const idx_postings *p)
+{
+    const segcur *sc = p->at;
+    if (!sc || sc->blk.decoded < IDX_DEC_VIEWS)
+        return 0;
+    const idx_plist *l = &sc->blk.l;
+    uint32_t tf = 0;
+    for (uint32_t v = l->vstart[sc->i]; v < l->vstart[sc->i + 1]; v++)
+        if (sc->sel[l->vcol[v]])
+            tf += l->vtf[v];
+    return tf;
+}
+
+const idx_view *idx_postings_views(idx_postings *p, uint32_t *n)
+{
+    *n = 0;
+    const segcur *sc = p->at;
+    if (!sc || sc->blk.decoded < IDX_DEC_VIEWS)
+        return NULL;
+    const idx_plist *l = &sc->blk.l;
+    uint32_t v0 = l->vstart[sc->i], v1 = l->vstart[sc->i + 1];
+    if (v1 - v0 > p->vcap) {
+        kv_err e = KV_ERR_INIT;
+        if (idx__grow(&p->views, &p->vcap, v1 - v0, sizeof *p->views, &e))
+            return NULL;
+    }
+    for (uint32_t v = v0; v < v1; v++) {
+        if (!sc->sel[l->vcol[v]])
+            continue;
+        p->views[*n] = (idx_view){
+            sc->e.cols[l->vcol[v]], l->vtf[v],
+            l->positions && sc->blk.decoded >= IDX_DEC_POS
+                ? l->pos + l->poff[v] : NULL };
+        (*n)++;
+    }
+    return p->views;
+}
+
+uint32_t idx_postings_block_max_tf(const idx_postings *p)
+{
+    return p->at ? p->at->blk.max_tf : 0;
+}
+
+uint32_t idx_postings_block_last(const idx_postings *p)
+{
+    if (!p->at)
+        return NOWHERE;
+    /* With several segments, another may hold ids inside this block's
+     * range: the block's end is a bound only for this cursor's ids. */
+    uint32_t last = p->at->blk.l.ids[p->at->blk.l.n - 1];
+    for (uint32_t i = 0; i < p->nsc; i++)
+        if (&p->sc[i] != p->at && p->sc[i].cur != NOWHERE &&
+            p->sc[i].cur <= last)
+            last = p->sc[i].cur > p->cur ? p->sc[i].cur - 1 : p->cur;
+    return last;
+}
+
+const idx_term_info *idx_postings_info(const idx_postings *p)
+{
+    return &p->info;
+}
+
+/* ---- walking dictionaries ------------------------------------------------- */
+
+/* One segment's dictionary from a start term on, entry by entry. */
+typedef struct dict_walk {
+    uint32_t seg, rank;
+    kv_cursor *c;
+    kv_buf rec;            /* the current chunk */
+    idx_chunk_it it;
+    idx_entry e;           /* the current entry, decoded */
+    bool end;
+} dict_walk;
+
+static void dict_walk_free(dict_walk *d)
+{
+    kv_cursor_close(d->c);
+    kv_buf_free(&d->rec);
+    idx_chunk_it_free(&d->it);
+    idx_entry_free(&d->e);
+}
+
+/* Copy the chunk the cursor is on (false: not one of the segment's). */
+static int dict_load(dict_walk *d, int rc, kv_err *err)
+{
+    if (rc == KVFTS_ITEROVER) {
+        d->end = true;
+        return KVFTS_OK;
+    }
+    if (rc)
+        return rc;
+    const char *k, *v;
+    size_t kl, vl;
+    unsigned char pfx[5];
+    kv_put_be32(pfx, d->seg);
+    pfx[4] = 'D';
+    kv_cursor_key(d->c, &k, &kl);
+    if (kl < 5 || memcmp(k, pfx, 5) != 0) {
+        d->end = true;
+        return KVFTS_OK;
+    }
+    kv_cursor_val(d->c, &v, &vl);
+    kv_buf_reset(&d->rec);
+    rc = kv_buf_append(&d->rec, v, vl, err);
+    return rc ? rc : idx_chunk_open(&d->it, d->rec.data, d->rec.len, err);
+}
+
+/* The next entry (d->end at the end of the segment). */
+static int dict_next(dict_walk *d, kv_err *err)
+{
+    while (!d->end) {
+        int rc = idx_chunk_next(&d->it, err);
+        if (rc == KVFTS_OK)
+            return idx_entry_decode(&d->e, d->it.body, d->it.body_len, err);
+        if (rc != KVFTS_ITEROVER)
+            return rc;
+        rc = dict_load(d, kv_cursor_next(d->c, err), err);
+        if (rc)
+            return rc;
+    }
+    return KVFTS_OK;
+}
+
+/* Position d on its first entry >= from. */
+static int dict_open(dict_walk *d, kv_txn *txn, uint32_t seg, uint32_t rank,
+                     const char *from, size_t flen, kv_err *err)
+{
+    memset(d, 0, sizeof *d);
+    idx_chunk_it_init(&d->it);
+    idx_entry_init(&d->e);
+    d->seg = seg;
+    d->rank = rank;
+    kv_buf key = KV_BUF_INIT;
+    int rc = kv_cursor_open(&d->c, txn, KV_TERMS, err);
+    if (!rc)
+        rc = idx_key_chunk(&key, seg, from, flen, err);
+    if (!rc)
+        rc = kv_cursor_seek(d->c, key.data, key.len, err);
+    bool exact = false;
+    if (rc == KVFTS_OK) {
+        const char *k;
+        size_t kl;
+        kv_cursor_key(d->c, &k, &kl);
+        exact = kl == key.len && memcmp(k, key.data, kl) == 0;
+        if (!exact) {
+            rc = kv_cursor_prev(d->c, err);
+            unsigned char pfx[5];
+            kv_put_be32(pfx, seg);
+            pfx[4] = 'D';
+            if (rc == KVFTS_OK) {
+                kv_cursor_key(d->c, &k, &kl);
+                if (kl < 5 || memcmp(k, pfx, 5) != 0)   /* before: go back */
+                    rc = kv_cursor_next(d->c, err);
+            } else if (rc == KVFTS_ITEROVER) {
+                rc = kv_cursor_seek(d->c, key.data, key.len, err);
+            }
+        }
+    } else if (rc == KVFTS_ITEROVER) {
+        rc = kv_cursor_last(d->c, err);
+    }
+    kv_buf_free(&key);
+    if (rc && rc != KVFTS_ITEROVER)
+        return rc;
+    rc = dict_load(d, rc, err);
+    while (!rc && !d->end) {
+        rc = dict_next(d, err);
+        if (rc || d->end)
+            break;
+        if (idx__bytes_cmp(d->it.term.data, d->it.term.len, from, flen) >= 0)
+            break;
+    }
+    return rc;
+}
+
+static bool has_prefix(const kv_buf *t, const char *p, size_t pl)
+{
+    return t->len >= pl && memcmp(t->data, p, pl) == 0;
+}
+
+/* Walkers over every segment from prefix on; the distinct terms are then
+ * taken in byte order with dicts_min(). */
+typedef struct dicts {
+    dict_walk *d;
+    uint32_t n;
+} dicts;
+
+static void dicts_free(dicts *ds)
+{
+    for (uint32_t i = 0; i < ds->n; i++)
+        dict_walk_free(&ds->d[i]);
+    kv_free(ds->d);
+}
+
+static int dicts_open(dicts *ds, idx_reader *r, const char *prefix,
+                      size_t plen, kv_err *err)
+{
+    ds->n = 0;
+    ds->d = kv_calloc(r->segs.n ? r->segs.n : 1, sizeof *ds->d);
+    if (!ds->d)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    int rc = KVFTS_OK;
+    for (uint32_t i = 0; !rc && i < r->segs.n; i++) {
+        rc = dict_open(&ds->d[i], r->txn, r->segs.v[i].id, i, prefix, plen,
+                       err);
+        ds->n = i + 1;
+        if (!rc && !ds->d[i].end && !has_prefix(&ds->d[i].it.term, prefix,
+                                                plen))
+            ds->d[i].end = true;
+    }
+    return rc;
+}
+
+/* The smallest current term of the walkers (NULL: none left). */
+static const kv_buf *dicts_min(const dicts *ds)
+{
+    const kv_buf *best = NULL;
+    for (uint32_t i = 0; i < ds->n; i++) {
+        const dict_walk *d = &ds->d[i];
+        if (d->end)
+            continue;
+        if (!best || idx__bytes_cmp(d->it.term.data, d->it.term.len,
+                                    best->data, best->len) < 0)
+            best = &d->it.term;
+    }
+    return best;
+}
+
+/* Move the walkers on term t past it (ending those that leave prefix). */
+static int dicts_step(dicts *ds, const char *t, size_t tl, const char *prefix,
+                      size_t plen, kv_err *err)
+{
+    for (uint32_t i = 0; i < ds->n; i++) {
+        dict_walk *d = &ds->d[i];
+        if (d->end || idx__bytes_cmp(d->it.term.data, d->it.term.len, t,
+                                     tl) != 0)
+            continue;
+        int rc = dict_next(d, err);
+        if (rc)
+            return rc;
+        if (!d->end && !has_prefix(&d->it.term, prefix, plen))
+            d->end = true;
+    }
+    return KVFTS_OK;
+}
+
+int idx_terms_scan(idx_reader *r, const char *field, size_t flen,
+                   const char *prefix, size_t plen, idx_term_fn fn,
+                   void *payload, kv_err *err)
+{
+    selector s;
+    bool none;
+    int rc = selector_make(r, field, flen, &s, &none, err);
+    if (rc || none)
+        return rc;
+    dicts ds;
+    rc = dicts_open(&ds, r, prefix, plen, err);
+    kv_buf t = KV_BUF_INIT;
+    while (!rc) {
+        const kv_buf *m = dicts_min(&ds);
+        if (!m)
+            break;
+        kv_buf_reset(&t);
+        if ((rc = kv_buf_append(&t, m->data, m->len, err)))
+            break;
+        uint64_t df = 0, del = 0;
+        bool positions = false;
+        for (uint32_t i = 0; i < ds.n; i++) {
+            dict_walk *d = &ds.d[i];
+            if (d->end || idx__bytes_cmp(d->it.term.data, d->it.term.len,
+                                         t.data, t.len) != 0)
+                continue;
+            uint64_t a, dl;
+            entry_counts(&d->e, &s, &a, &dl);
+            df += a;
+            del += dl;
+            if (a)
+                positions |= (d->e.flags & IDX_E_POSITIONS) != 0;
+        }
+        if (del > df) {
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "term '%.*s': more "
+                           "deletions than postings", (int)t.len, t.data);
+            break;
+        }
+        if (df > del) {
+            idx_term_info info = { df - del, positions };
+            rc = fn(payload, t.data, t.len, &info);
+            if (rc)
+                break;
+        }
+        rc = dicts_step(&ds, t.data, t.len, prefix, plen, err);
+    }
+    kv_buf_free(&t);
+    dicts_free(&ds);
+    return rc;
+}
+
+/* ---- every posting of a prefix ------------------------------------------- */
+
+typedef struct ppost {
+    uint32_t id, rank, tf;
+    bool del;
+} ppost;
+
+static int ppost_cmp(const void *a, const void *b)
+{
+    const ppost *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    /* A segment's deletion of id cancels an older posting, never the
+     * segment's own (a replace writes both): it sorts first. */
+    return x->del != y->del ? (x->del ? -1 : 1) : 0;
+}
+
+typedef struct prefix_ctx {
+    idx_reader *r;
+    selector s;
+    idx_block blk;
+    kv_cursor *bc;         /* external blocks */
+    ppost *pp;
+    uint32_t npp, ppcap;
+    uint32_t *dels;
+    uint32_t dcap;
+    uint8_t *sel;
+    uint32_t selcap;
+} prefix_ctx;
+
+/* Call each(id, tf) for the selected postings of block b. */
+static int block_postings(prefix_ctx *c, const idx_entry *e, bool filter,
+                          uint32_t rank, idx_posting_fn fn, void *payload,
+                          uint32_t term, uint64_t df, bool collect,
+                          kv_err *err)
+{
+    int rc = idx_block_need(&c->blk, IDX_DEC_VIEWS, err);
+    if (rc)
+        return rc;
+    const idx_plist *l = &c->blk.l;
+    for (uint32_t i = 0; i < l->n; i++) {
+        uint32_t tf = 0;
+        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
+            if (!filter || c->sel[l->vcol[v]])
+                tf += l->vtf[v];
+        if (!tf)
+            continue;
+        if (collect) {
+            if ((rc = idx__grow(&c->pp, &c->ppcap, (uint64_t)c->npp + 1,
+                                sizeof *c->pp, err)))
+                return rc;
+            c->pp[c->npp++] = (ppost){ l->ids[i], rank, tf, false };
+        } else if ((rc = fn(payload, term, df, l->ids[i], tf))) {
+            return rc;
+        }
+    }
+    (void)e;
+    return KVFTS_OK;
+}
+
+/* The postings of walker d's entry (selected ones): to fn, or collected. */
+static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
+                          void *payload, uint32_t term, uint64_t df,
+                          bool collect, kv_err *err)
+{
+    const idx_entry *e = &d->e;
+    if (e->ndocs == 0)
+        return KVFTS_OK;
+    bool filter = false, any = false;
+    int rc = idx__grow(&c->sel, &c->selcap, e->ncols, 1, err);
+    if (rc)
+        return rc;
+    for (uint32_t k = 0; k < e->ncols; k++) {
+        c->sel[k] = col_selected(&c->s, e->cols[k]);
+        any |= c->sel[k];
+        filter |= !c->sel[k];
+    }
+    if (!any)
+        return KVFTS_OK;
+    if (!(e->flags & IDX_E_EXTERNAL)) {
+        rc = idx_block_decode(&c->blk, e->first, e->blk, e->blk_len,
+                              e->ncols, IDX_DEC_VIEWS, err);
+        return rc ? rc : block_postings(c, e, filter, d->rank, fn, payload,
+                                        term, df, collect, err);
+    }
+    if (!c->bc && (rc = kv_cursor_open(&c->bc, c->r->txn, KV_POSTINGS, err)))
+        return rc;
+    unsigned char key[13];
+    idx_key_block(key, d->seg, d->it.ord, 0);
+    rc = kv_cursor_seek(c->bc, key, sizeof key, err);
+    while (rc == KVFTS_OK) {
+        const char *k, *v;
+        size_t kl, vl;
+        kv_cursor_key(c->bc, &k, &kl);
+        if (kl != 13 || memcmp(k, key, 9) != 0)
+            break;
+        kv_cursor_val(c->bc, &v, &vl);
+        rc = idx_block_decode(&c->blk, kv_get_be32((const unsigned char *)k +
+                                                   9), v, vl, e->ncols,
+                              IDX_DEC_VIEWS, err);
+        if (!rc)
+            rc = block_postings(c, e, filter, d->rank, fn, payload, term, df,
+                                collect, err);
+        if (!rc)
+            rc = kv_cursor_next(c->bc, err);
+    }
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
+int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
+                        const char *prefix, size_t plen, uint32_t max_terms,
+                        idx_posting_fn fn, void *payload, kv_err *err)
+{
+    prefix_ctx c;
+    memset(&c, 0, sizeof c);
+    c.r = r;
+    idx_block_init(&c.blk);
+    bool none;
+    int rc = selector_make(r, field, flen, &c.s, &none, err);
+    if (rc || none)
+        return rc;
+    dicts ds;
+    rc = dicts_open(&ds, r, prefix, plen, err);
+    kv_buf t = KV_BUF_INIT;
+    uint32_t nterms = 0;
+    while (!rc) {
+        const kv_buf *m = dicts_min(&ds);
+        if (!m)
+            break;
+        kv_buf_reset(&t);
+        if ((rc = kv_buf_append(&t, m->data, m->len, err)))
+            break;
+        uint64_t df = 0, del = 0;
+        uint32_t holders = 0, ndel_entries = 0;
+        for (uint32_t i = 0; i < ds.n; i++) {
+            dict_walk *d = &ds.d[i];
+            if (d->end || idx__bytes_cmp(d->it.term.data, d->it.term.len,
+                                         t.data, t.len) != 0)
+                continue;
+            uint64_t a, dl;
+            entry_counts(&d->e, &c.s, &a, &dl);
+            df += a;
+            del += dl;
+            holders += a > 0;
+            ndel_entries += d->e.ndel > 0;
+        }
+        if (df > del) {
+            if (++nterms > max_terms) {
+                rc = 1;
+                break;
+            }
+            bool simple = holders == 1 && ndel_entries == 0;
+            c.npp = 0;
+            for (uint32_t i = 0; !rc && i < ds.n; i++) {
+                dict_walk *d = &ds.d[i];
+                if (d->end || idx__bytes_cmp(d->it.term.data, d->it.term.len,
+                                             t.data, t.len) != 0)
+                    continue;
+                rc = entry_postings(&c, d, fn, payload, nterms - 1,
+                                    df - del, !simple, err);
+                for (uint64_t k = 0; !rc && !simple && k < d->e.ndel; k++) {
+                    if (k == 0)
+                        rc = idx_entry_dels(&d->e, &c.dels, &c.dcap, err);
+                    if (!rc)
+                        rc = idx__grow(&c.pp, &c.ppcap, (uint64_t)c.npp + 1,
+                                       sizeof *c.pp, err);
+                    if (!rc)
+                        c.pp[c.npp++] = (ppost){ c.dels[k], d->rank, 0,
+                                                 true };
+                }
+            }
+            if (!rc && !simple) {
+                /* Newest posting per id, unless a newer deletion. */
+                qsort(c.pp, c.npp, sizeof *c.pp, ppost_cmp);
+                for (uint32_t i = 0; !rc && i < c.npp;) {
+                    uint32_t j = i;
+                    while (j < c.npp && c.pp[j].id == c.pp[i].id)
+                        j++;
+                    const ppost *last = &c.pp[j - 1];
+                    if (!last->del)
+                        rc = fn(payload, nterms - 1, df - del, last->id,
+                                last->tf);
+                    i = j;
+                }
+            }
+        } else if (del > df) {
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "term '%.*s': more "
+                           "deletions than postings", (int)t.len, t.data);
+        }
+        if (!rc)
+            rc = dicts_step(&ds, t.data, t.len, prefix, plen, err);
+    }
+    kv_buf_free(&t);
+    dicts_free(&ds);
+    idx_block_free(&c.blk);
+    kv_cursor_close(c.bc);
+    kv_free(c.pp);
+    kv_free(c.dels);
+    kv_free(c.sel);
+    return rc;
+}
+
+/* ---- walking one segment (merges, checks) ---------------------------------- */
+
+struct idx_seg_walk {
+    dict_walk d;
+    kv_txn *txn;
+    idx_block blk;
+    kv_cursor *bc;
+    bool started;
+};
+
+int idx_seg_walk_open(idx_seg_walk **out, kv_txn *txn, uint32_t seg,
+                      const char *from, size_t flen, kv_err *err)
+{
+    *out = kv_calloc(1, sizeof **out);
+    if (!*out)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    idx_seg_walk *w = *out;
+    w->txn = txn;
+    idx_block_init(&w->blk);
+    int rc = dict_open(&w->d, txn, seg, 0, from ? from : "", from ? flen : 0,
+                       err);
+    if (rc) {
+        idx_seg_walk_close(w);
+        *out = NULL;
+    }
+    return rc;
+}
+
+void idx_seg_walk_close(idx_seg_walk *w)
+{
+    if (!w)
+        return;
+    dict_walk_free(&w->d);
+    idx_block_free(&w->blk);
+    kv_cursor_close(w->bc);
+    kv_free(w);
+}
+
+int idx_seg_walk_next(idx_seg_walk *w, const char **term, size_t *tlen,
+                      const idx_entry **e, uint32_t *ord, kv_err *err)
+{
+    /* dict_open leaves the walker on its first entry. */
+    if (w->started) {
+        int rc = dict_next(&w->d, err);
+        if (rc)
+            return rc;
+    }
+    w->started = true;
+    if (w->d.end)
+        return KVFTS_ITEROVER;
+    *term = w->d.it.term.data;
+    *tlen = w->d.it.term.len;
+    *e = &w->d.e;
+    *ord = w->d.it.ord;
+    return KVFTS_OK;
+}
+
+int idx_seg_walk_postings(idx_seg_walk *w, idx_plist *l, kv_err *err)
+{
+    const idx_entry *e = &w->d.e;
+    idx_plist_reset(l, (e->flags & IDX_E_POSITIONS) != 0);
+    if (e->ndocs == 0)
+        return KVFTS_OK;
+    int rc;
+    if (!(e->flags & IDX_E_EXTERNAL)) {
+        rc = idx_block_decode(&w->blk, e->first, e->blk, e->blk_len,
+                              e->ncols, IDX_DEC_POS, err);
+        for (uint32_t i = 0; !rc && i < w->blk.l.n; i++)
+            rc = idx_plist_copy_doc(l, &w->blk.l, i, NULL, err);
+        return rc;
+    }
+    if (!w->bc && (rc = kv_cursor_open(&w->bc, w->txn, KV_POSTINGS, err)))
+        return rc;
+    unsigned char key[13];
+    idx_key_block(key, w->d.seg, w->d.it.ord, 0);
+    rc = kv_cursor_seek(w->bc, key, sizeof key, err);
+    uint32_t blocks = 0;
+    while (rc == KVFTS_OK) {
+        const char *k, *v;
+        size_t kl, vl;
+        kv_cursor_key(w->bc, &k, &kl);
+        if (kl != 13 || memcmp(k, key, 9) != 0)
+            break;
+        kv_cursor_val(w->bc, &v, &vl);
+        uint32_t first = kv_get_be32((const unsigned char *)k + 9);
+        rc = idx_block_decode(&w->blk, first, v, vl, e->ncols, IDX_DEC_POS,
+                              err);
+        if (!rc && l->n && first <= l->ids[l->n - 1])
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "postings blocks overlap");
+        for (uint32_t i = 0; !rc && i < w->blk.l.n; i++)
+            rc = idx_plist_copy_doc(l, &w->blk.l, i, NULL, err);
+        blocks++;
+        if (!rc)
+            rc = kv_cursor_next(w->bc, err);
+    }
+    if (rc == KVFTS_ITEROVER)
+        rc = KVFTS_OK;
+    if (!rc && (blocks != e->nblocks || l->n != e->ndocs))
+        rc = kv_seterr(err, KVFTS_ECORRUPT, "term entry counts %u blocks "
+                       "and %llu postings, the records %u and %u",
+                       e->nblocks, (unsigned long long)e->ndocs, blocks,
+                       l->n);
+    return rc;
+}
+
+/* Delete up to about @p max_bytes of segment @p seg's records in space @p s;
+ * *done when none is left. */
+static int seg_drop_space(kv_txn *txn, kv_space s, uint32_t seg,
+                          uint64_t max_bytes, uint64_t *bytes, bool *done,
+                          kv_err *err)
+{
+    unsigned char pfx[4];
+    kv_put_be32(pfx, seg);
+    kv_cursor *c = NULL;
+    *done = false;
+    int rc = kv_cursor_open(&c, txn, s, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, pfx, 4, err);
+    while (rc == KVFTS_OK) {
+        const char *k, *v;
+        size_t kl, vl;
+        kv_cursor_key(c, &k, &kl);
+        if (kl < 4 || memcmp(k, pfx, 4) != 0) {
+            *done = true;
+            break;
+        }
+        if (*bytes >= max_bytes)
+            break;
+        kv_cursor_val(c, &v, &vl);
+        *bytes += kl + vl;
+        rc = kv_cursor_del(c, err);
+        if (!rc)
+            rc = kv_cursor_next(c, err);
+    }
+    if (rc == KVFTS_ITEROVER) {
+        *done = true;
+        rc = KVFTS_OK;
+    }
+    kv_cursor_close(c);
+    return rc;
+}
+
+int idx_seg_drop(kv_txn *txn, uint32_t seg, uint64_t max_bytes, bool *done,
+                 kv_err *err)
+{
+    uint64_t bytes = 0;
+    bool blocks_done = false;
+    int rc = seg_drop_space(txn, KV_POSTINGS, seg, max_bytes, &bytes,
+                            &blocks_done, err);
+    *done = false;
+    if (!rc && blocks_done)
+        rc = seg_drop_space(txn, KV_TERMS, seg, max_bytes, &bytes, done,
+                            err);
     return rc;
 }
 
@@ -665,6 +1708,7 @@ int idx_lens_cache_sync(idx_lens_cache *c, kv_txn *txn, kv_err *err)
 struct lens_walk {
     struct lens_col *col;
     uint32_t cap;
+    uint64_t max_id;      /* the largest doc id ever handed out */
 };
 
 static int lens_record(void *payload, const char *k, size_t kl,
@@ -676,8 +1720,12 @@ static int lens_record(void *payload, const char *k, size_t kl,
         return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
                          "bytes", kl);
     uint32_t id = kv_get_be32((const unsigned char *)k), len = 0;
-    if (id == UINT32_MAX)
-        return kv_seterr(err, KVFTS_ECORRUPT, "length record of id %u", id);
+    /* The column is sized by the ids read: a damaged key must not make it
+     * an 8 GiB array.  No id is larger than the doc-id sequence. */
+    if (id == UINT32_MAX || id > w->max_id)
+        return kv_seterr(err, KVFTS_ECORRUPT, "length record of id %u, past "
+                         "the last id handed out (%llu)", id,
+                         (unsigned long long)w->max_id);
     int rc = idx_lens_find(v, vl, col->field_id, &len, err);
     if (!rc && id >= w->cap) {
         uint32_t old = w->cap;
@@ -702,8 +1750,10 @@ static int lens_column_read(kv_txn *txn, uint32_t field_id,
     col->field_id = field_id;
     col->n = 0;
     col->len = NULL;
-    struct lens_walk w = { col, 0 };
-    int rc = kv_walk(txn, KV_DOCLENS, lens_record, &w, err);
+    struct lens_walk w = { col, 0, 0 };
+    int rc = kv_seq_get(txn, "docid", false, &w.max_id, err);
+    if (!rc)
+        rc = kv_walk(txn, KV_DOCLENS, lens_record, &w, err);
     if (rc) {
         kv_free(col->len);
         col->len = NULL;
@@ -753,36 +1803,50 @@ int idx_doc_field_len(kv_txn *txn, uint32_t docid, const char *field,
     return rc;
 }
 
+/* ---- index-wide figures ---------------------------------------------------- */
+
 int idx_get_stats(kv_txn *txn, idx_stats *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
-    kv_cursor *c = NULL;
-    int rc = kv_cursor_open(&c, txn, KV_POSTINGS, err);
-    if (!rc)
-        rc = kv_cursor_seek(c, "", 0, err);
-    while (rc == KVFTS_OK) {
-        const char *k, *v;
-        size_t kl, vl;
-        kv_cursor_key(c, &k, &kl);
-        kv_cursor_val(c, &v, &vl);
-        out->postings_bytes += kl + vl;
-        const char *z = memchr(k, 0, kl);
-        if (z && memchr(z + 1, 0, kl - (size_t)(z + 1 - k))) {
-            out->blocks++;
-        } else {
-            idx_header h;
-            rc = idx_header_decode(v, vl, &h, err);
-            if (rc)
-                break;
-            out->terms++;
-            out->postings += h.df;
-        }
-        rc = kv_cursor_next(c, err);
-    }
-    kv_cursor_close(c);
-    if (rc != KVFTS_ITEROVER && rc != KVFTS_OK)
+    idx_reader *r = NULL;
+    int rc = idx_reader_open(&r, txn, err);
+    if (rc)
         return rc;
-    rc = kv_cursor_open(&c, txn, KV_META, err);
+    out->segments = r->segs.n;
+    for (uint32_t i = 0; i < r->segs.n; i++)
+        out->postings_bytes += r->segs.v[i].bytes;
+    dicts ds;
+    rc = dicts_open(&ds, r, "", 0, err);
+    kv_buf t = KV_BUF_INIT;
+    while (!rc) {
+        const kv_buf *m = dicts_min(&ds);
+        if (!m)
+            break;
+        kv_buf_reset(&t);
+        if ((rc = kv_buf_append(&t, m->data, m->len, err)))
+            break;
+        uint64_t docs = 0, del = 0;
+        for (uint32_t i = 0; i < ds.n; i++) {
+            dict_walk *d = &ds.d[i];
+            if (d->end || idx__bytes_cmp(d->it.term.data, d->it.term.len,
+                                         t.data, t.len) != 0)
+                continue;
+            docs += d->e.ndocs;
+            del += d->e.ndel;
+            out->blocks += d->e.nblocks;
+        }
+        if (docs > del) {
+            out->terms++;
+            out->postings += docs - del;
+        }
+        rc = dicts_step(&ds, t.data, t.len, "", 0, err);
+    }
+    kv_buf_free(&t);
+    dicts_free(&ds);
+    idx_reader_close(r);
+    kv_cursor *c = NULL;
+    if (!rc)
+        rc = kv_cursor_open(&c, txn, KV_META, err);
     if (!rc)
         rc = kv_cursor_seek(c, IDX_FIELD_PREFIX, strlen(IDX_FIELD_PREFIX),
                             err);

@@ -9,6 +9,7 @@
  */
 #include "idx_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -33,15 +34,23 @@ int idx__grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
     return KVFTS_OK;
 }
 
-/* ---- string table: byte strings -> dense ids ---------------------------- */
+/* ---- string table: byte strings -> dense ids ----------------------------
+ *
+ * Open addressing with linear probing; a slot holds the string's 32-bit
+ * hash beside its id, so that a probe reads one slot and, only when the
+ * hashes agree, the string: a lookup in a table of a million terms costs
+ * about two cache misses, not five.  Reset clears only the slots in use
+ * when they are few (a table of one document's terms, reset per document,
+ * may have grown for one big document). */
 
+#define SLOT(h, id) ((uint64_t)(h) << 32 | ((uint64_t)(id) + 1))
+#define SLOT_ID(x) ((uint32_t)(x) - 1)
+#define SLOT_HASH(x) ((uint32_t)((x) >> 32))
 
 void idx__strtab_free(strtab *t)
 {
     kv_buf_free(&t->arena);
-    kv_free(t->off);
-    kv_free(t->len);
-    kv_free(t->hash);
+    kv_free(t->ent);
     kv_free(t->slots);
     memset(t, 0, sizeof *t);
 }
@@ -49,27 +58,38 @@ void idx__strtab_free(strtab *t)
 void idx__strtab_reset(strtab *t)
 {
     kv_buf_reset(&t->arena);
-    t->n = 0;
-    if (t->slots)
+    if (t->slots && (uint64_t)t->n * 16 < t->nslots) {
+        /* Newest first: then each id's probe meets no slot emptied before
+         * its own (the table is as it was when the id went in; a rehash
+         * puts ids back in id order, the same). */
+        for (uint32_t id = t->n; id-- > 0;) {
+            uint32_t i = t->ent[id].hash & (t->nslots - 1);
+            while (t->slots[i] && SLOT_ID(t->slots[i]) != id)
+                i = (i + 1) & (t->nslots - 1);
+            t->slots[i] = 0;
+        }
+    } else if (t->slots) {
         memset(t->slots, 0, (size_t)t->nslots * sizeof *t->slots);
+    }
+    t->n = 0;
 }
 
 const char *idx__strtab_str(const strtab *t, uint32_t id, uint32_t *len)
 {
-    *len = t->len[id];
-    return t->arena.data + t->off[id];
+    *len = t->ent[id].len;
+    return t->arena.data + t->ent[id].off;
 }
 
 static int strtab_rehash(strtab *t, uint32_t nslots, kv_err *err)
 {
-    uint32_t *s = kv_calloc(nslots, sizeof *s);
+    uint64_t *s = kv_calloc(nslots, sizeof *s);
     if (!s)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     for (uint32_t id = 0; id < t->n; id++) {
-        uint32_t i = t->hash[id] & (nslots - 1);
+        uint32_t h = t->ent[id].hash, i = h & (nslots - 1);
         while (s[i])
             i = (i + 1) & (nslots - 1);
-        s[i] = id + 1;
+        s[i] = SLOT(h, id);
     }
     kv_free(t->slots);
     t->slots = s;
@@ -77,20 +97,39 @@ static int strtab_rehash(strtab *t, uint32_t nslots, kv_err *err)
     return KVFTS_OK;
 }
 
-/* True if s is in the table. */
-bool idx__strtab_has(const strtab *t, const char *s, size_t n)
+/* The slot of s (hash h): its id's, or the empty one where it would go. */
+static uint32_t strtab_find(const strtab *t, const char *s, size_t n,
+                            uint32_t h)
+{
+    uint32_t i = h & (t->nslots - 1);
+    for (;; i = (i + 1) & (t->nslots - 1)) {
+        uint64_t x = t->slots[i];
+        if (!x)
+            return i;
+        if (SLOT_HASH(x) != h)
+            continue;
+        const struct strtab_ent *e = &t->ent[SLOT_ID(x)];
+        if (e->len == n && memcmp(t->arena.data + e->off, s, n) == 0)
+            return i;
+    }
+}
+
+bool idx__strtab_get(const strtab *t, const char *s, size_t n, uint32_t *id)
 {
     if (!t->n)
         return false;
     uint32_t h = (uint32_t)XXH3_64bits(s, n);
-    for (uint32_t i = h & (t->nslots - 1); t->slots[i];
-         i = (i + 1) & (t->nslots - 1)) {
-        uint32_t e = t->slots[i] - 1;
-        if (t->hash[e] == h && t->len[e] == n &&
-            memcmp(t->arena.data + t->off[e], s, n) == 0)
-            return true;
-    }
-    return false;
+    uint64_t x = t->slots[strtab_find(t, s, n, h)];
+    if (!x)
+        return false;
+    *id = SLOT_ID(x);
+    return true;
+}
+
+bool idx__strtab_has(const strtab *t, const char *s, size_t n)
+{
+    uint32_t id;
+    return idx__strtab_get(t, s, n, &id);
 }
 
 /* Find s, adding it if absent.  *added tells which. */
@@ -104,54 +143,81 @@ int idx__strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
             return rc;
     }
     uint32_t h = (uint32_t)XXH3_64bits(s, n);
-    uint32_t i = h & (t->nslots - 1);
-    while (t->slots[i]) {
-        uint32_t e = t->slots[i] - 1;
-        if (t->hash[e] == h && t->len[e] == n &&
-            memcmp(t->arena.data + t->off[e], s, n) == 0) {
-            *id = e;
-            *added = false;
-            return KVFTS_OK;
-        }
-        i = (i + 1) & (t->nslots - 1);
+    uint32_t i = strtab_find(t, s, n, h);
+    if (t->slots[i]) {
+        *id = SLOT_ID(t->slots[i]);
+        *added = false;
+        return KVFTS_OK;
     }
     if (t->arena.len + n > UINT32_MAX - 1)
         return kv_seterr(err, KVFTS_ENOMEM, "index buffer too large");
-    if (t->n == t->cap) {     /* off, len and hash share one capacity */
+    if (t->n == t->cap) {
         uint32_t cap = t->cap ? t->cap * 2 : 256;
-        uint32_t *o = kv_realloc(t->off, (size_t)cap * 4);
-        if (o)
-            t->off = o;
-        uint32_t *l = o ? kv_realloc(t->len, (size_t)cap * 4) : NULL;
-        if (l)
-            t->len = l;
-        uint32_t *hh = l ? kv_realloc(t->hash, (size_t)cap * 4) : NULL;
-        if (!hh)
+        struct strtab_ent *e = kv_realloc(t->ent, (size_t)cap * sizeof *e);
+        if (!e)
             return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-        t->hash = hh;
+        t->ent = e;
         t->cap = cap;
     }
     size_t at = t->arena.len;
     if ((rc = kv_buf_append(&t->arena, s, n, err)) != 0)
         return rc;
     uint32_t e = t->n++;
-    t->off[e] = (uint32_t)at;
-    t->len[e] = (uint32_t)n;
-    t->hash[e] = h;
-    t->slots[i] = e + 1;
+    t->ent[e].off = (uint32_t)at;
+    t->ent[e].len = (uint32_t)n;
+    t->ent[e].hash = h;
+    t->slots[i] = SLOT(h, e);
     *id = e;
     *added = true;
     return KVFTS_OK;
 }
 
 
-int idx__keyref_cmp(const void *a, const void *b)
+size_t idx__strtab_bytes(const strtab *t)
 {
-    const keyref *x = a, *y = b;
-    uint32_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->s, y->s, n);
-    if (c)
-        return c;
-    return x->len < y->len ? -1 : x->len > y->len;
+    return t->arena.cap + (size_t)t->cap * sizeof *t->ent +
+           (size_t)t->nslots * sizeof *t->slots;
 }
 
+int idx__bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    size_t n = al < bl ? al : bl;
+    int c = memcmp(a, b, n);
+    if (c)
+        return c;
+    return al < bl ? -1 : al > bl;
+}
+
+/* A string and its id, sorted without a comparator context: qsort(3) has
+ * no context argument, and a global one would be shared by every thread. */
+typedef struct keyref {
+    const char *s;
+    uint32_t len;
+    uint32_t id;
+} keyref;
+
+static int keyref_cmp(const void *a, const void *b)
+{
+    const keyref *x = a, *y = b;
+    return idx__bytes_cmp(x->s, x->len, y->s, y->len);
+}
+
+int idx__strtab_sorted(const strtab *t, uint32_t *order, kv_err *err)
+{
+    if (t->n == 0)
+        return KVFTS_OK;
+    keyref *k = kv_malloc((size_t)t->n * sizeof *k);
+    if (!k)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < t->n; i++) {
+        uint32_t l;
+        k[i].s = idx__strtab_str(t, i, &l);
+        k[i].len = l;
+        k[i].id = i;
+    }
+    qsort(k, t->n, sizeof *k, keyref_cmp);
+    for (uint32_t i = 0; i < t->n; i++)
+        order[i] = k[i].id;
+    kv_free(k);
+    return KVFTS_OK;
+}

@@ -22,7 +22,7 @@
 
 
 typedef struct rec {
-    size_t field, term;     /* offsets into the arena */
+    size_t field, term, src; /* offsets into the arena */
     size_t term_len;
     uint32_t pos;
     size_t start, end;
@@ -39,8 +39,8 @@ struct kvfts_terms {
 };
 
 static int push(kvfts_terms *t, const char *field, size_t flen,
-                const char *term, size_t tlen, uint32_t pos, size_t start,
-                size_t end, kv_err *err)
+                const char *src, size_t slen, const char *term, size_t tlen,
+                uint32_t pos, size_t start, size_t end, kv_err *err)
 {
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 32;
@@ -53,6 +53,11 @@ static int push(kvfts_terms *t, const char *field, size_t flen,
     rec *r = &t->r[t->n];
     r->field = t->arena.len;
     int rc = kv_buf_append(&t->arena, field, flen, err);
+    if (!rc)
+        rc = kv_buf_append(&t->arena, "", 1, err);
+    r->src = t->arena.len;
+    if (!rc)
+        rc = kv_buf_append(&t->arena, src, slen, err);
     if (!rc)
         rc = kv_buf_append(&t->arena, "", 1, err);
     r->term = t->arena.len;
@@ -79,7 +84,7 @@ static int on_term(void *p, const char *term, size_t len, uint32_t pos,
                    size_t start, size_t end)
 {
     sink *s = p;
-    return push(s->t, "", 0, term, len, pos, start, end, s->err);
+    return push(s->t, "", 0, "", 0, term, len, pos, start, end, s->err);
 }
 
 static int on_field_term(void *p, const tok_term *x)
@@ -89,8 +94,8 @@ static int on_field_term(void *p, const tok_term *x)
                              memcmp(x->field, s->t->only_field,
                                     x->field_len) != 0))
         return KVFTS_OK;
-    return push(s->t, x->field, x->field_len, x->term, x->term_len, x->pos,
-                x->start, x->end, s->err);
+    return push(s->t, x->field, x->field_len, x->src, x->src_len, x->term,
+                x->term_len, x->pos, x->start, x->end, s->err);
 }
 
 /* Point the kvfts_term array into the (final) arena. */
@@ -106,6 +111,7 @@ static int finish(kvfts_terms *t, kv_err *err)
         t->v[i].pos = t->r[i].pos;
         t->v[i].start = t->r[i].start;
         t->v[i].end = t->r[i].end;
+        t->v[i].source = t->arena.data + t->r[i].src;
     }
     return KVFTS_OK;
 }

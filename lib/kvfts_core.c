@@ -30,6 +30,7 @@ const char *kvfts_strerror(int status)
     case KVFTS_ECORRUPT: return "corrupt data";
     case KVFTS_ITEROVER: return "end of iteration";
     case KVFTS_ECAS: return "CAS mismatch";
+    case KVFTS_EROLLBACK: return "batch rolled back";
     default: return "unknown status";
     }
 }
@@ -62,11 +63,17 @@ const char *kvfts_warning(const kvfts_db *db)
     return db ? db->warning : "";
 }
 
+void kvfts_warning_clear(kvfts_db *db)
+{
+    if (db)
+        db->warning[0] = '\0';
+}
+
 int api_finish(kvfts_db *db, int rc)
 {
     /* A write that committed and then met a failure that does not undo it
-     * (a checkpoint on a full disk): the first one is kept. */
-    if (db->env && !db->warning[0])
+     * (a checkpoint on a full disk): the latest one is kept. */
+    if (db->env)
         kv_env_take_warning(db->env, db->warning, sizeof db->warning);
     if (rc == KV_RETRY)  /* never leaves lib/ */
         rc = kv_seterr(&db->err, KVFTS_EBUSY, "deadlock");
@@ -125,7 +132,9 @@ int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
     idx_writer *iw = NULL;
     rc = tok_analysis_new(&an, v.data ? v.data : "", v.len, err);
     if (!rc)
-        rc = idx_writer_new(&iw, an, 0, err);
+        rc = idx_writer_new(&iw, v.data ? v.data : "", v.len, 0, err);
+    if (!rc && db->batch)
+        rc = idx_writer_workers(iw, db->batch_workers, err);
     if (rc) {
         if (rc == KVFTS_EINVAL) {
             kv_err_prefix(err, "stored meta::config");
@@ -144,14 +153,41 @@ int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
     tok_analysis_free(db->an);
     db->an = an;
     db->iw = iw;
-    if (db->batch) {
-        idx_writer_buffering(iw, true);
+    if (db->batch)
         idx_writer_set_mem(iw, db->batch_mem * 2);
-    }
     kv_buf_reset(&db->cfg_json);
     rc = kv_buf_append(&db->cfg_json, v.data ? v.data : "", v.len, err);
 done:
     kv_buf_free(&v);
+    return rc;
+}
+
+typedef struct merge_req {
+    bool all;
+    uint64_t bytes;
+    int more;
+    idx_merge_stats st;
+} merge_req;
+
+static int merge_fn(kv_txn *txn, void *payload, kv_err *err)
+{
+    merge_req *m = payload;
+    bool more = false;
+    int rc = idx_merge_step(txn, m->all, m->bytes, &more, err);
+    m->more = more;
+    if (!rc)
+        rc = idx_merge_stats_get(txn, &m->st, err);
+    return rc;
+}
+
+int api_merge_step(kvfts_db *db, bool all, uint64_t bytes, int *more,
+                   idx_merge_stats *st, kv_err *err)
+{
+    merge_req m = { all, bytes, 0, { 0 } };
+    int rc = kv_txn_run(db->env, true, merge_fn, &m, err);
+    *more = m.more;
+    if (st)
+        *st = m.st;
     return rc;
 }
 

@@ -32,9 +32,14 @@ static int term_fn(kv_txn *txn, void *payload, kv_err *err)
     kv_buf_reset(&r->keys);
     r->nkeys = 0;
     idx_postings *p = NULL;
+    idx_reader *rd = NULL;
     kv_buf key = KV_BUF_INIT;
-    int rc = idx_postings_open(&p, txn, r->field, r->flen, r->term, r->tlen,
+    int rc = idx_reader_open(&rd, txn, err);
+    if (!rc)
+        rc = idx_postings_open(&p, rd, r->field, r->flen, r->term, r->tlen,
                                err);
+    if (rc)
+        idx_reader_close(rd);
     if (rc == KVFTS_ENOTFOUND)
         return kv_seterr(err, rc, "no index entry fts::%.*s::%.*s",
                          (int)r->flen, r->field, (int)r->tlen, r->term);
@@ -54,6 +59,7 @@ static int term_fn(kv_txn *txn, void *payload, kv_err *err)
         r->nkeys++;
     }
     idx_postings_close(p);
+    idx_reader_close(rd);
     kv_buf_free(&key);
     return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
 }
@@ -130,8 +136,14 @@ static int list_term(void *payload, const char *term, size_t tlen,
 static int list_fn(kv_txn *txn, void *payload, kv_err *err)
 {
     list_req *r = payload;
-    return idx_terms_scan(txn, r->field, r->flen, r->prefix, r->plen,
-                          list_term, r, err);
+    idx_reader *rd = NULL;
+    int rc = idx_reader_open(&rd, txn, err);
+    if (rc)
+        return rc;
+    rc = idx_terms_scan(rd, r->field, r->flen, r->prefix, r->plen,
+                        list_term, r, err);
+    idx_reader_close(rd);
+    return rc;
 }
 
 int kvfts_term_list(kvfts_db *db, const char *field, size_t field_len,
@@ -332,7 +344,8 @@ static int check_fn(kv_txn *txn, void *payload, kv_err *err)
     int rc = api_refresh_config(r->db, txn, err);
     uint64_t n = 0;
     if (!rc)
-        rc = idx_check(txn, r->db->an, idx_report, r, &n, err);
+        rc = idx_check(txn, r->db->cfg_json.data ? r->db->cfg_json.data : "",
+                       r->db->cfg_json.len, idx_report, r, &n, err);
     r->found += n;
     if (!rc)
         rc = check_lookups_docids(r, txn, err);
@@ -406,7 +419,8 @@ int api_rebuild(kvfts_db *db, kv_txn *txn, kvfts_progress_fn progress,
         rc = kv_doc_scan(txn, relookup_doc, &rl, err);
     progress_adapter pa = { progress, payload };
     if (!rc)
-        rc = idx_rebuild(txn, db->an, 0, on_progress, &pa, err);
+        rc = idx_rebuild(txn, db->cfg_json.data ? db->cfg_json.data : "",
+                         db->cfg_json.len, 0, on_progress, &pa, err);
     return rc;
 }
 
@@ -437,6 +451,25 @@ int kvfts_reindex(kvfts_db *db, kvfts_progress_fn progress, void *payload)
     reindex_req r = { db, progress, payload };
     if (!rc)
         rc = kv_txn_run(db->env, true, reindex_fn, &r, &db->err);
+    return api_finish(db, rc);
+}
+
+int kvfts_optimize(kvfts_db *db, kvfts_merge_fn progress, void *payload)
+{
+    api_begin(db);
+    int rc = api_check_writable(db);
+    if (!rc && db->batch)
+        rc = kv_seterr(&db->err, KVFTS_EINVAL, "a batch is open on this "
+                       "handle");
+    int more = 1;
+    while (!rc && more) {
+        idx_merge_stats st;
+        rc = api_merge_step(db, true, API_MERGE_STEP_BYTES, &more, &st,
+                            &db->err);
+        if (!rc && progress && progress(payload, st.done, st.total,
+                                        st.segments))
+            break;   /* the merge state is committed: it resumes later */
+    }
     return api_finish(db, rc);
 }
 
@@ -533,7 +566,13 @@ static int stats_fn(kv_txn *txn, void *payload, kv_err *err)
         s->postings_bytes = is.postings_bytes;
         s->fields = is.fields;
         s->skipped_tokens = is.skipped_tokens;
+        s->segments = is.segments;
     }
+    idx_merge_stats ms;
+    if (!rc)
+        rc = idx_merge_stats_get(txn, &ms, err);
+    if (!rc)
+        s->merging = ms.merging;
     return rc;
 }
 

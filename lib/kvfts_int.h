@@ -18,9 +18,10 @@ struct kvfts_db {
     kv_config cfg;           /* parsed from cfg_json */
     kv_buf cfg_json;         /* the stored config ("" if none) */
     kv_err err;              /* last failure; kvfts_errmsg() */
-    char warning[KV_ERRMSG_MAX + 128]; /* first warning; kvfts_warning() */
+    char warning[KV_ERRMSG_MAX + 128]; /* latest warning; kvfts_warning() */
     kvfts_batch *batch;      /* the open batch, if any */
     size_t batch_mem;        /* its memory bound */
+    unsigned batch_workers;  /* its analysis threads */
     kv_buf old_rec;          /* scratch: old document record */
     kv_buf doc_rec;          /* scratch: a search's document records */
     kv_lookup_vals old_lv;   /* scratch: lookup values of the old version */
@@ -55,6 +56,13 @@ int api_config_json(const char **json, size_t *len, kvfts_db *db);
 /** Load the stored config into db if it changed (rebuilding the analysis and
  *  index writer), inside txn. */
 int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err);
+/** Index bytes one merge step writes at most (its transaction's size). */
+#define API_MERGE_STEP_BYTES (8u * 1024u * 1024u)
+/** One bounded step of merge work (idx_merge_step) in a transaction of
+ *  its own; *more: work is left.  @p all: toward one segment.  @p st (may
+ *  be NULL): the merge figures after the step. */
+int api_merge_step(kvfts_db *db, bool all, uint64_t bytes, int *more,
+                   idx_merge_stats *st, kv_err *err);
 /** kv_txn_fn form of api_refresh_config (payload = db). */
 int api_load_config_fn(kv_txn *txn, void *payload, kv_err *err);
 

@@ -1,38 +1,63 @@
 /*
- * kvfts_write.c -- the write path of the public API: single writes
- * (put, add, replace, auto keys, delete, counters) and batches.
+ * kvfts_write.c -- the write path of the public API: single writes (put,
+ * add, replace, auto keys, delete) and batches.
  *
- * The write path (write_doc) is one transaction that changes a document, its
- * lookups and its CAS/id sequences together or not at all:
- *   1. outside the transaction: check the key, validate and compact the JSON
- *      (so a deadlock retry does not redo the parse);
- *   2. read the old version with a write lock; apply add/replace/CAS rules;
- *   3. collect old and new lookup values; check unique constraints;
- *   4. only then write: lookups, then the record.
- * Every failure of steps 2-3 happens before any write, so a batch can refuse
- * one document and carry on.  Step 4 failing (disk full, ...) rolls the
- * whole transaction back.
+ * A write (write_doc) changes a document, its lookups, its CAS and id
+ * sequences and its index entries together or not at all.  It checks
+ * everything before it writes anything:
+ *   1. outside the transaction: validate and compact the JSON, check its
+ *      field paths as the analysis will (so that analysis, maybe later in
+ *      another thread, cannot refuse it), check the key's form;
+ *   2. in the transaction, with the config the transaction reads: the key
+ *      against the reserved prefixes and declared lookups; the old version
+ *      (read with a write lock) against add/replace/CAS; for a new
+ *      document, an id left; the unique lookups;
+ *   3. only then the writes: lookups, the auto-key counter, the sequences,
+ *      the document record, and the change handed to the index writer.
+ * A refusal (KVFTS_EINVAL, _EEXISTS, _ENOTFOUND, _ECAS) happens in step 1
+ * or 2 and leaves nothing behind, so a batch refuses one document and goes
+ * on.  A failure in step 3 (disk full, out of memory, a damaged record)
+ * rolls the transaction back: for a batch that is KVFTS_EROLLBACK, a status
+ * of its own, never to be mistaken for a refusal.  (Berkeley DB's child
+ * transactions would give the same guarantee for any order; checking first
+ * gives it without the cost of a child transaction per document.)
  *
- * Batches keep a replay log of what they applied since the last commit: when
- * Berkeley DB picks the batch as a deadlock victim, the transaction is
- * aborted, begun again and the log replayed, so callers never see KV_RETRY.
+ * The index: every write hands the document's old and new version to the
+ * handle's idx_writer, which buffers the change; the transaction writes
+ * the buffer as one new segment before it commits (index/idx_write.c).  A
+ * batch analyzes in worker threads, one per core beyond the caller's, while
+ * the caller's thread checks, writes records and compresses documents.
+ * After a commit, a bounded amount of merge work runs (api_merge_some), so
+ * that segments do not pile up.
+ *
+ * Batches keep a replay log of what they applied since the last commit:
+ * when Berkeley DB picks the batch as a deadlock victim (or another
+ * process's recovery resets the environment), the transaction is aborted,
+ * begun again and the log replayed, so callers never see KV_RETRY.
  */
 #include "kvfts_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BATCH_RETRIES 50
-
-
+/* Merge work after a single write, and after a batch's commit: a step
+ * writes at most API_MERGE_STEP_BYTES; after a batch, at most as many steps
+ * as the batch had megabytes of buffered index (so merging keeps pace with
+ * loading), at least one. */
+#define SINGLE_MERGE_BYTES (256u * 1024u)
+/* A buffered change that must be written before this write: internal. */
+#define KV_FLUSH (-102)
 
 typedef struct write_req {
     kvfts_write_mode mode;
     const char *key;         /* NULL with auto_prefix */
     size_t key_len;
-    const char *auto_prefix; /* key = PREFIX::<incr count::PREFIX> */
+    const char *auto_prefix; /* key = PREFIX::<count::PREFIX + 1> */
     size_t auto_len;
-    const char *json;        /* compact, validated */
+    const char *json;        /* compact, validated; NULL: delete */
     size_t json_len;
     uint64_t cas;            /* expected CAS, 0 = any */
     uint64_t cas_out;
@@ -56,11 +81,29 @@ struct kvfts_batch {
     size_t mem;              /* memory bound of the buffers */
     bool split;              /* a commit out of cache may go in parts */
     size_t parts;            /* commits that went in parts */
+    size_t flushed;          /* index bytes flushed since the commit */
 };
 
-/* ---- the write path ---------------------------------------------------- */
+/* ---- step 1: outside the transaction ----------------------------------- */
 
-/* Step 1, outside any transaction: key and JSON. */
+typedef struct path_check {
+    kvfts_db *db;
+    kv_err *err;
+} path_check;
+
+static int check_path(void *payload, const char *path, size_t plen,
+                      kv_json_type type, const char *v, size_t vlen,
+                      size_t pos)
+{
+    path_check *c = payload;
+    (void)v;
+    (void)vlen;
+    if (type == KV_JSON_NULL || !c->db->an)
+        return KVFTS_OK;
+    return tok_analysis_check_path(c->db->an, path, plen, pos, c->err);
+}
+
+/* Key form and JSON (validated, compacted, field paths checked). */
 static int prepare(kvfts_db *db, const char *key, size_t key_len,
                    const char *json, size_t json_len, kv_buf *compact,
                    kv_err *err)
@@ -73,7 +116,8 @@ static int prepare(kvfts_db *db, const char *key, size_t key_len,
             return rc;
     }
     kv_buf_reset(compact);
-    rc = kv_json_walk(json, json_len, compact, NULL, NULL, err);
+    path_check pc = { db, err };
+    rc = kv_json_walk(json, json_len, compact, check_path, &pc, err);
     if (rc && key)
         kv_err_prefix(err, "doc '%.*s'", (int)key_len, key);
     return rc;
@@ -97,43 +141,50 @@ static int check_auto_prefix(kvfts_db *db, const char *prefix, size_t plen,
                         db->cfg.nlookups, err);
 }
 
-/* Make the key "PREFIX::<n>" from counter count::PREFIX. */
-static int auto_key(kv_txn *txn, const char *prefix, size_t plen,
-                    kv_buf *key, kv_err *err)
-{
-    int64_t n;
-    int rc = kv_counter_incr(txn, prefix, plen, 1, NULL, &n, err);
-    if (rc)
-        return rc;
-    kv_buf_reset(key);
-    return kv_buf_appendf(key, err, "%.*s::%lld", (int)plen, prefix,
-                          (long long)n);
-}
+/* ---- steps 2 and 3: in the transaction --------------------------------- */
 
-/* Steps 2-4 inside txn. */
 static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
 {
     kv_buf autok = KV_BUF_INIT;
     const char *key = r->key;
     size_t klen = r->key_len;
-    int rc;
+    int64_t counter = 0;
+    int rc = KVFTS_OK;
     if (r->auto_prefix) {
-        rc = auto_key(txn, r->auto_prefix, r->auto_len, &autok, err);
+        rc = kv_counter_get(txn, r->auto_prefix, r->auto_len, &counter, true,
+                            err);
+        if (rc == KVFTS_ENOTFOUND) {
+            counter = 0;
+            rc = KVFTS_OK;
+        }
+        if (!rc && counter == INT64_MAX)
+            rc = kv_seterr(err, KVFTS_EINVAL, "counter count::%.*s is at "
+                           "its largest value", (int)r->auto_len,
+                           r->auto_prefix);
+        if (!rc)
+            rc = kv_buf_appendf(&autok, err, "%.*s::%lld", (int)r->auto_len,
+                                r->auto_prefix, (long long)counter + 1);
         if (rc)
             goto done;
         key = autok.data;
         klen = autok.len;
-        rc = kv_key_check(key, klen, db->cfg.lookup_names, db->cfg.nlookups,
-                          err);
-        if (rc)
-            goto done;
     }
+    /* The key against the config this transaction reads (another handle
+     * may have declared a lookup since this one's cached config). */
+    rc = kv_key_check(key, klen, db->cfg.lookup_names, db->cfg.nlookups, err);
+    if (rc)
+        goto done;
     kv_doc old = { 0 };
     rc = kv_doc_get(txn, key, klen, &db->old_rec, &old, true, err);
     bool exists = rc == KVFTS_OK;
     if (rc && rc != KVFTS_ENOTFOUND)
         goto done;
     rc = KVFTS_OK;
+    if (!r->json && !exists) {
+        rc = kv_seterr(err, KVFTS_ENOTFOUND, "doc '%.*s' not found",
+                       (int)klen, key);
+        goto done;
+    }
     if (r->mode == KVFTS_INSERT && exists) {
         rc = kv_seterr(err, KVFTS_EEXISTS, "doc '%.*s' already exists",
                        (int)klen, key);
@@ -151,43 +202,64 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
                        (unsigned long long)old.cas);
         goto done;
     }
-    /* Analysis of both versions: a refusal here has written nothing. */
-    rc = idx_doc_prepare(db->iw, exists ? old.json : NULL, old.json_len,
-                         r->json, r->json_len, err);
-    if (rc) {
-        if (rc != KV_RETRY)
-            kv_err_prefix(err, "doc '%.*s'", (int)klen, key);
+    /* Its earlier version is still in the index buffer: that must become a
+     * segment first (a change per document per segment). */
+    if (exists && idx_doc_buffered(db->iw, old.docid)) {
+        rc = KV_FLUSH;
         goto done;
+    }
+    if (!exists) {
+        bool room = false;
+        rc = kv_seq_room(txn, "docid", UINT32_MAX, &room, err);
+        if (!rc && !room)
+            rc = kv_seterr(err, KVFTS_EINVAL, "doc ids exhausted");
+        if (rc)
+            goto done;
     }
     if (db->cfg.nlookups) {
         kv_lookup_vals_free(&db->old_lv);
         if (exists)
             rc = kv_lookup_collect(&db->old_lv, &db->cfg, old.json,
                                    old.json_len, err);
-        if (!rc)
+        if (!rc && r->json)
             rc = kv_lookup_collect(&db->new_lv, &db->cfg, r->json,
                                    r->json_len, err);
+        /* checks every unique constraint, and writes only if all hold */
         if (!rc)
             rc = kv_lookup_update(txn, key, klen, exists ? &db->old_lv : NULL,
-                                  &db->new_lv, err);
+                                  r->json ? &db->new_lv : NULL, err);
         if (rc) {
             if (rc != KV_RETRY)
                 kv_err_prefix(err, "doc '%.*s'", (int)klen, key);
             goto done;
         }
     }
+    /* From here on nothing refuses: a failure rolls back. */
+    if (r->auto_prefix) {
+        int64_t now;
+        rc = kv_counter_incr(txn, r->auto_prefix, r->auto_len, 1, NULL, &now,
+                             err);
+    }
+    if (!r->json) {
+        if (!rc)
+            rc = idx_doc_write(db->iw, old.docid, old.json, old.json_len,
+                               NULL, 0, err);
+        if (!rc)
+            rc = kv_doc_del(txn, key, klen, old.docid, err);
+        goto done;
+    }
     kv_doc nd = { .docid = old.docid, .json = r->json,
                   .json_len = r->json_len };
-    rc = kv_seq_next(txn, "cas", &nd.cas, err);
+    if (!rc)
+        rc = kv_seq_next(txn, "cas", &nd.cas, err);
     if (!rc && !exists) {
         uint64_t id;
-        rc = kv_seq_next(txn, "docid", &id, err);
-        if (!rc && id > UINT32_MAX)
-            rc = kv_seterr(err, KVFTS_EINVAL, "doc ids exhausted");
+        rc = kv_seq_next_max(txn, "docid", UINT32_MAX, &id, err);
         nd.docid = (uint32_t)id;
     }
     if (!rc)
-        rc = idx_doc_apply(db->iw, txn, nd.docid, err);
+        rc = idx_doc_write(db->iw, nd.docid, exists ? old.json : NULL,
+                           old.json_len, r->json, r->json_len, err);
     if (!rc)
         rc = kv_doc_put(txn, key, klen, &nd, !exists, err);
     if (!rc) {
@@ -201,6 +273,34 @@ done:
     kv_buf_free(&autok);
     return rc;
 }
+
+/* A refusal: the write changed nothing, the transaction is intact. */
+static bool refused(int rc)
+{
+    return rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
+           rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
+}
+
+/* A bounded amount of merge work, each step its own transaction: up to
+ * @p steps of @p bytes.  Merging is maintenance: its failure is the
+ * handle's warning, never the write's (which committed before). */
+static void merge_some(kvfts_db *db, unsigned steps, uint64_t bytes)
+{
+    for (unsigned i = 0; i < steps; i++) {
+        int more = 0;
+        kv_err e = KV_ERR_INIT;
+        int rc = api_merge_step(db, false, bytes, &more, NULL, &e);
+        if (rc) {
+            snprintf(db->warning, sizeof db->warning, "merging segments "
+                     "failed: %s", e.msg);
+            return;
+        }
+        if (!more)
+            return;
+    }
+}
+
+/* ---- single writes ----------------------------------------------------- */
 
 typedef struct write_ctx {
     kvfts_db *db;
@@ -229,16 +329,21 @@ static int single_write(kvfts_db *db, write_req *r, const char *json,
     if (!rc && r->auto_prefix)
         rc = check_auto_prefix(db, r->auto_prefix, r->auto_len, &db->err);
     kv_buf compact = KV_BUF_INIT;
-    if (!rc)
+    if (!rc && json)
         rc = prepare(db, r->key, r->key_len, json, json_len, &compact,
                      &db->err);
+    else if (!rc)
+        rc = kv_key_check(r->key, r->key_len, db->cfg.lookup_names,
+                          db->cfg.nlookups, &db->err);
     if (!rc) {
-        r->json = compact.data;
-        r->json_len = compact.len;
+        r->json = json ? compact.data : NULL;
+        r->json_len = json ? compact.len : 0;
         write_ctx c = { db, r };
         rc = kv_txn_run(db->env, true, write_fn, &c, &db->err);
     }
     kv_buf_free(&compact);
+    if (!rc)
+        merge_some(db, 1, SINGLE_MERGE_BYTES);
     return rc;
 }
 
@@ -303,68 +408,31 @@ int kvfts_put_auto(char **key_out, uint64_t *cas_out, kvfts_db *db,
     return api_finish(db, rc);
 }
 
-typedef struct del_req {
-    kvfts_db *db;
-    const char *key;
-    size_t klen;
-    uint64_t cas;
-} del_req;
-
-static int del_fn(kv_txn *txn, void *payload, kv_err *err)
-{
-    del_req *r = payload;
-    kvfts_db *db = r->db;
-    int rc = api_refresh_config(db, txn, err);
-    if (rc)
-        return rc;
-    kv_doc old;
-    rc = kv_doc_get(txn, r->key, r->klen, &db->old_rec, &old, true, err);
-    if (rc == KVFTS_ENOTFOUND)
-        return kv_seterr(err, rc, "doc '%.*s' not found", (int)r->klen,
-                         r->key);
-    if (rc)
-        return rc;
-    if (r->cas && old.cas != r->cas)
-        return kv_seterr(err, KVFTS_ECAS,
-                         "doc '%.*s': CAS mismatch (given %llu, stored %llu)",
-                         (int)r->klen, r->key, (unsigned long long)r->cas,
-                         (unsigned long long)old.cas);
-    rc = idx_doc_prepare(db->iw, old.json, old.json_len, NULL, 0, err);
-    if (!rc && db->cfg.nlookups) {
-        rc = kv_lookup_collect(&db->old_lv, &db->cfg, old.json, old.json_len,
-                               err);
-        if (!rc)
-            rc = kv_lookup_update(txn, r->key, r->klen, &db->old_lv, NULL,
-                                  err);
-    }
-    if (!rc)
-        rc = idx_doc_apply(db->iw, txn, old.docid, err);
-    if (!rc)
-        rc = kv_doc_del(txn, r->key, r->klen, old.docid, err);
-    if (!rc)
-        rc = idx_flush(db->iw, txn, err);
-    if (rc)
-        idx_discard(db->iw);
-    return rc;
-}
-
 int kvfts_del(kvfts_db *db, const char *key, size_t key_len, uint64_t cas)
 {
     api_begin(db);
-    int rc = api_check_writable(db);
-    if (!rc)
-        rc = api_check_no_batch(db);
-    if (!rc)
-        rc = kv_key_check(key, key_len, db->cfg.lookup_names,
-                          db->cfg.nlookups, &db->err);
-    if (!rc) {
-        del_req r = { db, key, key_len, cas };
-        rc = kv_txn_run(db->env, true, del_fn, &r, &db->err);
-    }
-    return api_finish(db, rc);
+    write_req r = { .mode = KVFTS_REPLACE, .key = key, .key_len = key_len,
+                    .cas = cas };
+    return api_finish(db, single_write(db, &r, NULL, 0));
 }
 
 /* ---- batches ----------------------------------------------------------- */
+
+#define DEFAULT_BATCH_MEM (256u * 1024u * 1024u)
+
+/* Worker threads for a batch's analysis: one per core but the caller's. */
+static unsigned batch_workers(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *e = getenv("KVFTS_WORKERS");
+    if (e && *e)
+        n = atol(e);
+    if (n < 1)
+        n = 1;
+    if (n > 16)
+        n = 16;
+    return n > 1 ? (unsigned)n : 0;
+}
 
 int kvfts_batch_begin(kvfts_batch **out, kvfts_db *db)
 {
@@ -380,7 +448,13 @@ int kvfts_batch_begin(kvfts_batch **out, kvfts_db *db)
         return api_finish(db, kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory"));
     b->db = db;
     db->batch = b;
-    idx_writer_buffering(db->iw, true);
+    db->batch_workers = batch_workers();
+    rc = idx_writer_workers(db->iw, db->batch_workers, &db->err);
+    if (rc) {
+        db->batch = NULL;
+        kv_free(b);
+        return api_finish(db, rc);
+    }
     kvfts_batch_set_mem(b, 0);
     *out = b;
     return KVFTS_OK;
@@ -391,15 +465,13 @@ size_t kvfts_batch_pending(const kvfts_batch *b)
     return b ? b->pending : 0;
 }
 
-#define DEFAULT_BATCH_MEM (256u * 1024u * 1024u)
-
 void kvfts_batch_set_mem(kvfts_batch *b, size_t bytes)
 {
     b->mem = bytes ? bytes : DEFAULT_BATCH_MEM;
     b->db->batch_mem = b->mem;
-    /* The writer merges into the transaction by itself only at twice the
-     * bound: a caller that commits when kvfts_batch_full() says so never
-     * pays for a merge that a commit would have done anyway. */
+    /* The writer writes a segment by itself only at twice the bound: a
+     * caller that commits when kvfts_batch_full() says so never pays for a
+     * segment that the commit would have written anyway. */
     idx_writer_set_mem(b->db->iw, b->mem * 2);
 }
 
@@ -416,6 +488,7 @@ static void batch_rollback(kvfts_batch *b)
         idx_discard(b->db->iw);
     kv_buf_reset(&b->log);
     b->pending = 0;
+    b->flushed = 0;
 }
 
 static int batch_txn(kvfts_batch *b, kv_err *err)
@@ -428,11 +501,22 @@ static int batch_txn(kvfts_batch *b, kv_err *err)
     return rc;
 }
 
+/* Write the index buffer as a segment in the batch's transaction. */
+static int batch_segment(kvfts_batch *b, kv_err *err)
+{
+    size_t bytes = idx_buffered_bytes(b->db->iw);
+    int rc = idx_flush(b->db->iw, b->txn, err);
+    if (!rc)
+        b->flushed += bytes;
+    return rc;
+}
+
 /* Write one item of the log (or a new one) in the open transaction. */
 static int batch_apply(kvfts_batch *b, const batch_item *it, const char *key,
                        const char *json, kv_buf *key_out, kv_err *err)
 {
-    write_req r = { .mode = (kvfts_write_mode)it->mode, .json = json,
+    write_req r = { .mode = (kvfts_write_mode)it->mode,
+                    .json = it->json_len || json ? json : NULL,
                     .json_len = it->json_len, .key_out = key_out };
     if (it->is_auto) {
         r.auto_prefix = key;
@@ -441,7 +525,13 @@ static int batch_apply(kvfts_batch *b, const batch_item *it, const char *key,
         r.key = key;
         r.key_len = it->key_len;
     }
-    return write_doc(b->db, b->txn, &r, err);
+    int rc = write_doc(b->db, b->txn, &r, err);
+    if (rc == KV_FLUSH) {
+        rc = batch_segment(b, err);
+        if (!rc)
+            rc = write_doc(b->db, b->txn, &r, err);
+    }
+    return rc;
 }
 
 /* After a deadlock: a fresh transaction with everything re-applied. */
@@ -450,6 +540,7 @@ static int batch_replay(kvfts_batch *b, kv_err *err)
     kv_txn_abort(b->txn);
     b->txn = NULL;
     idx_discard(b->db->iw);
+    b->flushed = 0;
     int rc = batch_txn(b, err);
     size_t off = 0;
     for (size_t i = 0; i < b->pending && !rc; i++) {
@@ -458,23 +549,26 @@ static int batch_replay(kvfts_batch *b, kv_err *err)
         const char *key = b->log.data + off + sizeof it;
         const char *json = key + it.key_len;
         rc = batch_apply(b, &it, key, json, NULL, err);
+        if (refused(rc))      /* it was applied before: the data changed */
+            rc = kv_seterr(err, KVFTS_ERROR, "replaying the batch: %s",
+                           err->msg);
         off += sizeof it + it.key_len + it.json_len;
     }
     return rc;
 }
 
-static int batch_flush(kvfts_batch *b, kv_err *err);
-
-/* A failure after the batch wrote: roll it all back and say so. */
+/* A failure after the batch wrote: roll it all back and say so, with a
+ * status of its own. */
 static int batch_fail(kvfts_batch *b, int rc, kv_err *err)
 {
     size_t lost = b->pending;
     batch_rollback(b);
     if (rc == KV_RETRY)
-        rc = kv_seterr(err, KVFTS_EBUSY, "deadlock persisted");
+        kv_seterr(err, KVFTS_EBUSY, "deadlock persisted");
     kv_err_prefix(err, "batch rolled back (%zu uncommitted write(s) lost)",
                   lost);
-    return rc;
+    err->code = KVFTS_EROLLBACK;
+    return KVFTS_EROLLBACK;
 }
 
 static int batch_split_commit(kvfts_batch *b, kv_err *err);
@@ -484,15 +578,13 @@ static int batch_write(kvfts_batch *b, const batch_item *it, const char *key,
 {
     kvfts_db *db = b->db;
     kv_err *err = &db->err;
-    bool replayed_ok = true;   /* a failed replay loses the batch */
     int rc = batch_txn(b, err);
     if (!rc)
         rc = batch_apply(b, it, key, json, key_out, err);
     for (int attempt = 0; rc == KV_RETRY && attempt < BATCH_RETRIES;
          attempt++) {
         rc = batch_replay(b, err);
-        replayed_ok = rc == KVFTS_OK;
-        if (replayed_ok)
+        if (!rc)
             rc = batch_apply(b, it, key, json, key_out, err);
     }
     if (rc == KVFTS_ENOMEM && b->split && b->pending > 0) {
@@ -503,26 +595,27 @@ static int batch_write(kvfts_batch *b, const batch_item *it, const char *key,
         if (!rc)
             rc = batch_apply(b, it, key, json, key_out, err);
     }
-    if (replayed_ok && (rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
-                        rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS))
+    if (refused(rc))
         return rc;          /* refused before any write: batch intact */
     if (rc)
         return batch_fail(b, rc, err);
     /* Record the write for replay. */
     size_t need = sizeof *it + it->key_len + it->json_len;
     rc = kv_buf_reserve(&b->log, need, err);
-    if (rc) {
-        batch_rollback(b);
-        return rc;
-    }
+    if (rc)
+        return batch_fail(b, rc, err);
     memcpy(b->log.data + b->log.len, it, sizeof *it);
     memcpy(b->log.data + b->log.len + sizeof *it, key, it->key_len);
-    memcpy(b->log.data + b->log.len + sizeof *it + it->key_len, json,
-           it->json_len);
+    if (it->json_len)
+        memcpy(b->log.data + b->log.len + sizeof *it + it->key_len, json,
+               it->json_len);
     b->log.len += need;
     b->pending++;
-    if (idx_flush_due(b->db->iw))
-        return batch_flush(b, err);
+    if (idx_flush_due(db->iw)) {
+        rc = batch_segment(b, err);
+        if (rc)
+            return batch_fail(b, rc, err);
+    }
     return KVFTS_OK;
 }
 
@@ -554,6 +647,7 @@ typedef struct tmpl {
     kv_buf val[TMPL_MAX_FIELDS];     /* the value found, if found */
     bool found[TMPL_MAX_FIELDS];
     kv_err *err;
+    kvfts_db *db;            /* for the field path checks */
 } tmpl;
 
 static int tmpl_parse(tmpl *t, const char *text, size_t len, kv_err *err)
@@ -601,8 +695,11 @@ static int tmpl_leaf(void *payload, const char *path, size_t path_len,
                      kv_json_type type, const char *value, size_t value_len,
                      size_t pos)
 {
-    (void)pos;
     tmpl *t = payload;
+    path_check pc = { t->db, t->err };
+    int prc = check_path(&pc, path, path_len, type, value, value_len, pos);
+    if (prc)
+        return prc;
     if (type == KV_JSON_NULL)
         return KVFTS_OK;
     for (size_t i = 0; i < t->nfields; i++) {
@@ -656,6 +753,7 @@ int kvfts_batch_write_template(char **key_out, kvfts_batch *b,
     tmpl t;
     kv_buf key = KV_BUF_INIT;
     int rc = tmpl_parse(&t, key_template, template_len, &db->err);
+    t.db = db;
     if (!rc) {
         kv_buf_reset(&b->json);
         rc = kv_json_walk(json, json_len, &b->json, tmpl_leaf, &t, &db->err);
@@ -700,20 +798,6 @@ int kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const char *prefix,
     }
     kv_buf_free(&k);
     return api_finish(db, rc);
-}
-
-/* Merge the buffered postings into the index inside the batch's
- * transaction; a deadlock replays the batch and merges again. */
-static int batch_flush(kvfts_batch *b, kv_err *err)
-{
-    int rc = idx_flush(b->db->iw, b->txn, err);
-    for (int attempt = 0; rc == KV_RETRY && attempt < BATCH_RETRIES;
-         attempt++) {
-        rc = batch_replay(b, err);
-        if (!rc)
-            rc = idx_flush(b->db->iw, b->txn, err);
-    }
-    return rc ? batch_fail(b, rc, err) : KVFTS_OK;
 }
 
 /* Replay items [first, first + n) of the log (the first at byte off) in a
@@ -784,12 +868,12 @@ int kvfts_batch_commit(kvfts_batch *b)
     api_begin(db);
     if (!b->txn)
         return KVFTS_OK;
-    int rc = idx_flush(db->iw, b->txn, &db->err);
+    int rc = batch_segment(b, &db->err);
     for (int attempt = 0; rc == KV_RETRY && attempt < BATCH_RETRIES;
          attempt++) {
         rc = batch_replay(b, &db->err);     /* a deadlock: again */
         if (!rc)
-            rc = idx_flush(db->iw, b->txn, &db->err);
+            rc = batch_segment(b, &db->err);
     }
     if (!rc) {
         rc = kv_txn_commit(b->txn, &db->err);
@@ -801,6 +885,12 @@ int kvfts_batch_commit(kvfts_batch *b)
         return api_finish(db, batch_fail(b, rc, &db->err));
     kv_buf_reset(&b->log);
     b->pending = 0;
+    /* Merging keeps pace with loading: about as many steps as the batch
+     * wrote megabytes of index. */
+    size_t mb = b->flushed >> 20;
+    b->flushed = 0;
+    merge_some(db, (unsigned)(mb < 1 ? 1 : mb > 64 ? 64 : mb),
+               API_MERGE_STEP_BYTES);
     return api_finish(db, rc);
 }
 
@@ -821,8 +911,12 @@ void kvfts_batch_free(kvfts_batch *b)
     batch_rollback(b);
     if (b->db->batch == b)
         b->db->batch = NULL;
-    idx_writer_buffering(b->db->iw, false);
-    idx_writer_set_mem(b->db->iw, 0);
+    b->db->batch_workers = 0;
+    if (b->db->iw) {
+        kv_err e = KV_ERR_INIT;
+        idx_writer_workers(b->db->iw, 0, &e);   /* stopping cannot fail */
+        idx_writer_set_mem(b->db->iw, 0);
+    }
     kv_buf_free(&b->log);
     kv_buf_free(&b->json);
     kv_free(b);

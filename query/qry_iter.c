@@ -57,6 +57,7 @@ typedef struct qry_field {
 
 struct qry_ctx {
     kv_txn *txn;
+    idx_reader *r;          /* the index as txn sees it */
     qry_field *fields;
     size_t nfields, cap;
     idx_lens_reader *lens;  /* opened at the first length asked for */
@@ -68,7 +69,12 @@ int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err)
     if (!*out)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     (*out)->txn = txn;
-    return KVFTS_OK;
+    int rc = idx_reader_open(&(*out)->r, txn, err);
+    if (rc) {
+        kv_free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 void qry_ctx_free(qry_ctx *cx)
@@ -79,6 +85,7 @@ void qry_ctx_free(qry_ctx *cx)
         kv_free(cx->fields[i].name);
     kv_free(cx->fields);
     idx_lens_reader_close(cx->lens);
+    idx_reader_close(cx->r);
     kv_free(cx);
 }
 
@@ -292,7 +299,7 @@ static int postings_open(idx_postings **out, qry_ctx *cx, const char *field,
                          size_t flen, const char *term, size_t tlen,
                          kv_err *err)
 {
-    int rc = idx_postings_open(out, cx->txn, field, flen, term, tlen, err);
+    int rc = idx_postings_open(out, cx->r, field, flen, term, tlen, err);
     if (rc == KVFTS_ENOTFOUND) {
         kv_err_clear(err);
         *out = NULL;
@@ -347,26 +354,18 @@ typedef struct phrase_it {
                              counted yet) */
     const uint32_t **pos; /* per term: its positions in the current match */
     uint32_t *npos, *at;  /* their count; where the walk is */
+    const idx_view **views;  /* per term: its views of the current match */
+    uint32_t *nviews, *vat;  /* their count; where the walk of them is */
     size_t qpos;          /* for messages */
     const char *fname;    /* borrowed from the plan */
 } phrase_it;
 
-/* Occurrences of the phrase in the document every term sits on: all of
- * them, or (all false) whether there is one.  The terms' position lists
- * are walked once each, in step (the wanted position only grows); a count
- * or an unscored match needs only the first. */
-static int phrase_count(phrase_it *ph, bool all, uint32_t *pf, kv_err *err)
+/* Occurrences of the phrase at the positions ph->pos[i] (npos[i] each). */
+static uint32_t phrase_walk(phrase_it *ph, bool all)
 {
-    *pf = 0;
-    for (size_t i = 0; i < ph->n; i++) {
-        ph->pos[i] = idx_postings_positions(ph->p[i]);
-        ph->npos[i] = idx_postings_tf(ph->p[i]);
+    uint32_t pf = 0;
+    for (size_t i = 0; i < ph->n; i++)
         ph->at[i] = 0;
-        if (!ph->pos[i])
-            return kv_seterr(err, KVFTS_ECORRUPT, "query: phrase at %zu: "
-                             "postings of field '%s' lack the positions "
-                             "their header promises", ph->qpos, ph->fname);
-    }
     for (uint32_t a = 0; a < ph->npos[0]; a++) {
         uint64_t s = ph->pos[0][a];
         bool match = true;
@@ -378,16 +377,66 @@ static int phrase_count(phrase_it *ph, bool all, uint32_t *pf, kv_err *err)
                 k++;
             ph->at[i] = k;
             if (k == n)
-                return KVFTS_OK;       /* no later start can match */
+                return pf;             /* no later start can match */
             match = v[k] == want;
         }
         if (match) {
-            (*pf)++;
+            pf++;
             if (!all)
-                return KVFTS_OK;
+                return pf;
         }
     }
+    return pf;
+}
+
+/* Occurrences of the phrase in the document every term sits on: all of
+ * them, or (all false) whether there is one.  A phrase matches within one
+ * field's values: per field the terms have one view each (`_all` has one
+ * per source field), and the fields every term has are walked one by one;
+ * the terms' position lists are walked once each, in step (the wanted
+ * position only grows); a count or an unscored match needs only the
+ * first. */
+static int phrase_count(phrase_it *ph, bool all, uint32_t *pf, kv_err *err)
+{
+    *pf = 0;
+    for (size_t i = 0; i < ph->n; i++) {
+        int rc = idx_postings_need(ph->p[i], IDX_DECODE_POSITIONS, err);
+        if (rc)
+            return rc;
+        ph->views[i] = idx_postings_views(ph->p[i], &ph->nviews[i]);
+        ph->vat[i] = 0;
+        if (!ph->views[i] || !ph->nviews[i])
+            goto bad;
+    }
+    for (uint32_t a = 0; a < ph->nviews[0]; a++) {
+        uint32_t fid = ph->views[0][a].col >> 2;
+        bool every = true;
+        for (size_t i = 1; every && i < ph->n; i++) {
+            uint32_t k = ph->vat[i];
+            while (k < ph->nviews[i] && (ph->views[i][k].col >> 2) < fid)
+                k++;
+            ph->vat[i] = k;
+            every = k < ph->nviews[i] && (ph->views[i][k].col >> 2) == fid;
+        }
+        if (!every)
+            continue;
+        for (size_t i = 0; i < ph->n; i++) {
+            const idx_view *v = i ? &ph->views[i][ph->vat[i]]
+                                  : &ph->views[0][a];
+            ph->pos[i] = v->pos;
+            ph->npos[i] = v->tf;
+            if (!v->pos)
+                goto bad;
+        }
+        *pf += phrase_walk(ph, all);
+        if (*pf && !all)
+            return KVFTS_OK;
+    }
     return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "query: phrase at %zu: postings "
+                     "of field '%s' lack the positions their entry "
+                     "promises", ph->qpos, ph->fname);
 }
 
 /* Position every term on the first document >= target holding the phrase. */
@@ -465,6 +514,9 @@ static void phrase_free(qry_iter *it)
     kv_free(ph->pos);
     kv_free(ph->npos);
     kv_free(ph->at);
+    kv_free(ph->views);
+    kv_free(ph->nviews);
+    kv_free(ph->vat);
     kv_free(ph);
 }
 
@@ -487,7 +539,11 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     ph->pos = kv_calloc(n->nterms, sizeof *ph->pos);
     ph->npos = kv_calloc(n->nterms, sizeof *ph->npos);
     ph->at = kv_calloc(n->nterms, sizeof *ph->at);
-    if (!ph->p || !ph->order || !ph->pos || !ph->npos || !ph->at) {
+    ph->views = kv_calloc(n->nterms, sizeof *ph->views);
+    ph->nviews = kv_calloc(n->nterms, sizeof *ph->nviews);
+    ph->vat = kv_calloc(n->nterms, sizeof *ph->vat);
+    if (!ph->p || !ph->order || !ph->pos || !ph->npos || !ph->at ||
+        !ph->views || !ph->nviews || !ph->vat) {
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -909,37 +965,35 @@ typedef struct union_it {
     uint64_t field_docs;
 } union_it;
 
-static int union_collect(void *payload, uint32_t term,
-                         const idx_term_info *info, const uint32_t *ids,
-                         const uint32_t *tfs, uint32_t n)
+static int union_collect(void *payload, uint32_t term, uint64_t df,
+                         uint32_t docid, uint32_t tf)
 {
     union_it *u = payload;
-    if (u->n + n > UNION_MAX)
+    if (u->n + 1 > UNION_MAX)
         return 2;
     if (term >= u->nidf) {
         if (term >= u->idfcap) {
             uint32_t cap = u->idfcap ? u->idfcap * 2 : 64;
+            while (cap <= term)
+                cap *= 2;
             double *d = kv_realloc(u->idf, cap * sizeof *d);
             if (!d)
                 return KVFTS_ENOMEM;
             u->idf = d;
             u->idfcap = cap;
         }
-        u->idf[term] = qry_idf(u->field_docs, info->df);
+        u->idf[term] = qry_idf(u->field_docs, df);
         u->nidf = term + 1;
     }
-    if (u->n + n > u->cap) {
-        size_t cap = u->cap ? u->cap : 1024;
-        while (cap < u->n + n)
-            cap *= 2;
+    if (u->n + 1 > u->cap) {
+        size_t cap = u->cap ? u->cap * 2 : 1024;
         upost *v = kv_realloc(u->v, cap * sizeof *v);
         if (!v)
             return KVFTS_ENOMEM;
         u->v = v;
         u->cap = cap;
     }
-    for (uint32_t i = 0; i < n; i++)
-        u->v[u->n++] = (upost){ ids[i], term, tfs[i] };
+    u->v[u->n++] = (upost){ docid, term, tf };
     return KVFTS_OK;
 }
 
@@ -1063,7 +1117,7 @@ static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     int rc = ctx_field(cx, n->field, n->flen, &u->field, err);
     if (!rc) {
         u->field_docs = cx->fields[u->field].docs;
-        rc = idx_prefix_postings(cx->txn, n->field, n->flen, n->terms[0],
+        rc = idx_prefix_postings(cx->r, n->field, n->flen, n->terms[0],
                                  n->tlens[0], QRY_MAX_EXPANSION,
                                  union_collect, u, err);
     }
@@ -1097,7 +1151,7 @@ static int prefix_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
 
     expand e = { KV_BUF_INIT, 0, false, err };
     qry_iter **kids = NULL;
-    int rc = idx_terms_scan(cx->txn, n->field, n->flen, n->terms[0],
+    int rc = idx_terms_scan(cx->r, n->field, n->flen, n->terms[0],
                             n->tlens[0], expand_term, &e, err);
     if (rc == 1 && e.over) {
         rc = kv_seterr(err, KVFTS_EINVAL, "query: prefix '%s*' at %zu "
@@ -1115,7 +1169,7 @@ static int prefix_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
             return rc;
         /* more postings than a union holds: the OR of terms below */
         e = (expand){ KV_BUF_INIT, 0, false, err };
-        rc = idx_terms_scan(cx->txn, n->field, n->flen, n->terms[0],
+        rc = idx_terms_scan(cx->r, n->field, n->flen, n->terms[0],
                             n->tlens[0], expand_term, &e, err);
         if (rc)
             goto fail;

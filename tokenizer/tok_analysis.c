@@ -26,7 +26,9 @@
  *  - Positions.  Per field per document, values TOK_VALUE_GAP apart (see
  *    tokenizer.h).  When a field's analyzer is the `_all` analyzer (the usual
  *    case), each value is tokenized once and every term is emitted twice,
- *    under the field and under "_all", with each field's own positions.
+ *    under the field and under "_all" (marked dual), at the same position;
+ *    otherwise the `_all` analyzer runs over the value with a counter of its
+ *    own per field.
  */
 #include "tok_int.h"
 
@@ -39,9 +41,11 @@ typedef struct field_ent {
     size_t len;
     uint64_t hash;
     tok_tokenizer *tok;      /* NULL: not indexed (excluded or none) */
-    uint32_t gen;            /* document the counter below belongs to */
+    uint32_t gen;            /* document the counters below belong to */
     uint32_t next;           /* first position not used yet */
     bool started;            /* a value of this field used a position */
+    uint32_t all_next;       /* the same, for the `_all` analyzer's count */
+    bool all_started;        /* (when it is not the field's analyzer) */
 } field_ent;
 
 typedef struct cfg_field {
@@ -65,8 +69,6 @@ struct tok_analysis {
     size_t cache_cap;        /* power of two */
     size_t cache_count;
     uint32_t gen;            /* current document */
-    uint32_t all_next;       /* `_all` position counter of the document */
-    bool all_started;
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -474,8 +476,11 @@ static int emit_all(void *payload, const char *term, size_t len, uint32_t pos,
                     size_t start, size_t end)
 {
     doc_ctx *c = payload;
-    tok_term t = { TOK_ALL_FIELD, 4, term, len, pos, start, end, c->value,
-                   c->value_len };
+    tok_term t = { .field = TOK_ALL_FIELD, .field_len = 4, .term = term,
+                   .term_len = len, .pos = pos, .start = start, .end = end,
+                   .value = c->value, .value_len = c->value_len,
+                   .src = c->f ? c->f->path : TOK_ALL_FIELD,
+                   .src_len = c->f ? c->f->len : 4, .dual = c->dual };
     return c->emit(c->payload, &t);
 }
 
@@ -483,13 +488,14 @@ static int emit_field(void *payload, const char *term, size_t len,
                       uint32_t pos, size_t start, size_t end)
 {
     doc_ctx *c = payload;
-    tok_term t = { c->f->path, c->f->len, term, len, pos, start, end,
-                   c->value, c->value_len };
+    tok_term t = { .field = c->f->path, .field_len = c->f->len, .term = term,
+                   .term_len = len, .pos = pos, .start = start, .end = end,
+                   .value = c->value, .value_len = c->value_len,
+                   .src = c->f->path, .src_len = c->f->len, .dual = c->dual };
     int rc = c->emit(c->payload, &t);
     if (rc || !c->dual)
         return rc;
-    return emit_all(c, term, len, add_sat(c->abase, pos - c->fbase), start,
-                    end);
+    return emit_all(c, term, len, pos, start, end);
 }
 
 /* Analyze one value of field c->f (a string, or a number/boolean). */
@@ -500,8 +506,8 @@ static int analyze_value(doc_ctx *c, field_ent *f, bool is_string,
     int rc;
     if (f->gen != a->gen) {
         f->gen = a->gen;
-        f->next = 0;
-        f->started = false;
+        f->next = f->all_next = 0;
+        f->started = f->all_started = false;
     }
     c->f = f;
     c->value = v;
@@ -514,27 +520,48 @@ static int analyze_value(doc_ctx *c, field_ent *f, bool is_string,
                          c->err);
     } else {
         bool all = a->all_tok != NULL;
-        c->abase = all && a->all_started ? add_sat(a->all_next, TOK_VALUE_GAP)
-                                         : 0;
         c->dual = all && f->tok == a->all_tok;
         rc = tok_run_pos(f->tok, v, vlen, c->fbase, &fnext, emit_field, c,
                          c->err);
-        if (!rc && all) {
+        if (!rc && all && !c->dual) {
+            c->abase = f->all_started ? add_sat(f->all_next, TOK_VALUE_GAP)
+                                      : 0;
             uint32_t anext;
-            if (c->dual)
-                anext = add_sat(c->abase, fnext - c->fbase);
-            else
-                rc = tok_run_pos(a->all_tok, v, vlen, c->abase, &anext,
-                                 emit_all, c, c->err);
+            rc = tok_run_pos(a->all_tok, v, vlen, c->abase, &anext,
+                             emit_all, c, c->err);
             if (!rc && anext != c->abase) {
-                a->all_started = true;
-                a->all_next = anext;
+                f->all_started = true;
+                f->all_next = anext;
             }
         }
     }
     if (!rc && fnext != c->fbase) {
         f->started = true;
         f->next = fnext;
+    }
+    return rc;
+}
+
+int tok_analysis_check_path(tok_analysis *a, const char *path, size_t plen,
+                            size_t pos, kv_err *err)
+{
+    if (key_is(path, plen, TOK_ALL_FIELD)) {
+        kv_seterr(err, KVFTS_EINVAL, "field name \"" TOK_ALL_FIELD "\" "
+                  "is reserved (the catch-all field), near byte %zu", pos);
+        if (err)
+            err->pos = (long long)pos;
+        return KVFTS_EINVAL;
+    }
+    if (!memchr(path, 0, plen))
+        return KVFTS_OK;
+    field_ent *f;
+    int rc = field_get(a, path, plen, &f, err);
+    if (!rc && f->tok) {
+        kv_seterr(err, KVFTS_EINVAL, "field name with a NUL character "
+                  "cannot be indexed, near byte %zu", pos);
+        if (err)
+            err->pos = (long long)pos;
+        return KVFTS_EINVAL;
     }
     return rc;
 }
@@ -546,13 +573,9 @@ static int doc_leaf(void *payload, const char *path, size_t plen,
     field_ent *f;
     if (type == KV_JSON_NULL)
         return KVFTS_OK;
-    if (key_is(path, plen, TOK_ALL_FIELD)) {
-        kv_seterr(c->err, KVFTS_EINVAL, "field name \"" TOK_ALL_FIELD "\" "
-                  "is reserved (the catch-all field), near byte %zu", pos);
-        c->err->pos = (long long)pos;
-        return KVFTS_EINVAL;
-    }
-    int rc = field_get(c->a, path, plen, &f, c->err);
+    int rc = tok_analysis_check_path(c->a, path, plen, pos, c->err);
+    if (!rc)
+        rc = field_get(c->a, path, plen, &f, c->err);
     if (rc || !f->tok)
         return rc;
     return analyze_value(c, f, type == KV_JSON_STRING, v, vlen);
@@ -568,8 +591,6 @@ static void new_doc(tok_analysis *a)
             a->cache[i].gen = 0;
         a->gen = 1;
     }
-    a->all_next = 0;
-    a->all_started = false;
 }
 
 int tok_analysis_run_doc(tok_analysis *a, const char *json, size_t len,

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cmd_term(int argc, char **argv)
 {
@@ -141,6 +142,73 @@ int cmd_reindex(int argc, char **argv)
         printf("{\"documents\":%" PRIu64 ",\"terms\":%" PRIu64
                ",\"postings\":%" PRIu64 ",\"seconds\":%.3f}\n", st.documents,
                st.terms, st.postings, tool_now() - prog.start);
+    }
+    kvfts_close(db);
+    return code;
+}
+
+/* ---- optimize ------------------------------------------------------------ */
+
+typedef struct optimize_ui {
+    bool on;                /* stderr is a terminal */
+    double start, last;
+    uint64_t steps;
+} optimize_ui;
+
+static int optimize_step(void *payload, uint64_t done, uint64_t total,
+                         uint64_t segments)
+{
+    optimize_ui *u = payload;
+    u->steps++;
+    double now = tool_now();
+    if (u->on && now - u->last >= 0.25) {
+        u->last = now;
+        double pct = total ? 100.0 * (double)done / (double)total : 100.0;
+        char eta[32] = "";
+        if (done && total > done) {
+            int left = (int)((now - u->start) *
+                             ((double)total / (double)done - 1.0));
+            snprintf(eta, sizeof eta, "  ETA %d:%02d", left / 60, left % 60);
+        }
+        fprintf(stderr, "\rmerging: %3.0f%% of %.1f MB, %" PRIu64
+                " segment(s)%s   ", pct, (double)total / 1e6, segments, eta);
+        fflush(stderr);
+    }
+    return tool_interrupted();      /* Ctrl-C: stop after this step */
+}
+
+int cmd_optimize(int argc, char **argv)
+{
+    tool_common c = { NULL };
+    int code = tool_db_opts(argc, argv, &c, NULL, "optimize");
+    if (code)
+        return code;
+    if (optind != argc)
+        return tool_error(EXIT_USAGE, "optimize: no arguments");
+    kvfts_db *db;
+    if ((code = tool_open(&db, &c, false, false)) != 0)
+        return code;
+    kvfts_stats before, after;
+    int rc = kvfts_get_stats(&before, db);
+    optimize_ui u = { isatty(2) != 0, tool_now(), 0, 0 };
+    if (!rc)
+        rc = kvfts_optimize(db, optimize_step, &u);
+    if (u.on && u.steps)
+        fputs("\n", stderr);
+    if (!rc)
+        rc = kvfts_get_stats(&after, db);
+    if (rc) {
+        code = tool_fail(db, rc, "optimize");
+    } else if (tool_interrupted()) {
+        code = tool_error(EXIT_ERR, "optimize: interrupted with %" PRIu64
+                          " segment(s) left: what is merged stays merged; "
+                          "run it again to go on", after.segments);
+    } else {
+        printf("{\"segments_before\":%" PRIu64 ",\"segments\":%" PRIu64
+               ",\"postings_bytes_before\":%" PRIu64
+               ",\"postings_bytes\":%" PRIu64 ",\"seconds\":%.3f}\n",
+               before.segments, after.segments, before.postings_bytes,
+               after.postings_bytes, tool_now() - u.start);
     }
     kvfts_close(db);
     return code;

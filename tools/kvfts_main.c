@@ -103,6 +103,14 @@ static const command commands[] = {
       "kvfts reindex\n"
       "  Rebuild every index entry and lookup from the stored documents, in\n"
       "  one transaction, with progress on a terminal.\n" },
+    { "optimize", cmd_optimize,
+      "kvfts optimize\n"
+      "  Merge the index's segments into one, dropping deleted and replaced\n"
+      "  postings: the smallest index and the fastest searches.  Writes never\n"
+      "  need it (they merge as they go); run it after a load or a large\n"
+      "  update.  Works in steps of about 8 MB, each committed, with progress\n"
+      "  on a terminal; other processes read and write meanwhile, and an\n"
+      "  interrupted optimize goes on where it stopped when run again.\n" },
     { "stats", cmd_stats,
       "kvfts stats\n"
       "  Print document, counter and lookup counts and sizes on disk.\n" },

@@ -98,6 +98,7 @@ void tool_progress_update(tool_progress *p, uint64_t docs, uint64_t bytes,
 
 /* Commands: each returns the process exit status. */
 int cmd_init(int argc, char **argv);
+int cmd_optimize(int argc, char **argv);
 int cmd_write(int argc, char **argv);     /* put, add, replace */
 int cmd_del(int argc, char **argv);
 int cmd_get(int argc, char **argv);

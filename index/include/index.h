@@ -1,30 +1,40 @@
 /*
- * index/include/index.h -- the inverted index of kvfts: the one header other modules
- * (query/, the API glue in lib/) include from index/.
+ * index/include/index.h -- the inverted index of kvfts: the one header other
+ * modules (query/, the API glue in lib/) include from index/.
  *
  * What it stores (the seeds' "fts::<field>::<term>" : {count, refs}, built
- * to scale; the byte format is documented in idx_block.c):
- *   - per (field, term): a header with the exact number of live documents
- *     holding the term (df) and their total occurrences (cf), and the
- *     postings in blocks of at most IDX_BLOCK_DOCS documents, one Berkeley DB
- *     record per block, keyed by the block's first doc id: adding or removing
- *     one document rewrites one block of each of its terms, never a list;
- *   - per document: its internal id's field lengths (for BM25);
+ * to scale; the byte format is documented in index/idx_codec.c):
+ *   - one postings list per term, whatever the fields it occurs in: a
+ *     posting is one (term, document) pair with the document's views of the
+ *     term, one per column (a field's own terms, the `_all` terms taken from
+ *     a field, or both at once); fts::FIELD::TERM and fts::_all::TERM are
+ *     selections of it, `_all` is not a second copy;
+ *   - in immutable segments: a batch adds one, with postings for the new
+ *     versions of its documents and deletions for the old versions it
+ *     replaced; merges (idx_merge.c) combine neighbouring segments in
+ *     bounded, resumable steps;
+ *   - per document: its internal id's field lengths (BM25);
  *   - per field: the number of documents with the field and the sum of their
  *     lengths; and the dictionary of field ids.
  *
- * Writing: an idx_writer is owned by one database handle.  idx_doc_update()
- * takes the old and the new version of a document (either may be absent) and
- * changes the index by the difference, inside the caller's transaction.
- * With buffering on (bulk loads), the postings of new documents are gathered
- * in memory and merged into the stored entries, in key order, by
- * idx_flush(), which the batch calls before it commits (and when the buffer
- * passes its memory bound).  After an abort, idx_discard() drops the buffer.
+ * Writing: an idx_writer belongs to one database handle and is used by one
+ * thread at a time.  idx_doc_write() takes a document's old and new version
+ * (either may be absent) and buffers the change; analysis runs in the
+ * caller's thread, or in the writer's worker threads when a batch started
+ * them (idx_writer_workers).  idx_flush() waits for the workers and writes
+ * what is buffered as one segment, with lengths and field statistics, in
+ * the caller's transaction; after an abort, idx_discard() drops it.
  *
- * Reading: idx_postings iterates one term's postings in doc-id order with
- * next / skip_to (block skipping by the first ids in the keys), giving tf
- * and, when stored, positions.  Everything read from disk is checked;
- * damage is KVFTS_ECORRUPT, never a read out of bounds.
+ * Reading: an idx_reader is one snapshot's view of the index (the segment
+ * list of its transaction); idx_postings iterates one (field, term)'s live
+ * postings in doc-id order across segments with next / skip_to, giving tf
+ * and, when stored, the positions of each view.  Exact counts come from the
+ * entries alone (postings minus deletions per segment).  Everything read
+ * from disk is checked; damage is KVFTS_ECORRUPT, never a read out of
+ * bounds, and a reader keeps the first error it meets (sticky).
+ *
+ * Thread rules: every object of this header is used by one thread at a
+ * time; readers of one transaction belong to its thread.
  */
 #ifndef KVFTS_INDEX_H
 #define KVFTS_INDEX_H
@@ -38,150 +48,180 @@
 
 /** Documents per postings block at most. */
 #define IDX_BLOCK_DOCS 128
-/** Most index entries (distinct terms of each field, _all included) one
- *  document may have: a write that changes more entries than the cache
- *  holds pages fails in Berkeley DB (out of cache), and deleting a document
- *  with a million distinct terms did; 200,000 entries is 100,000 distinct
- *  words, more than any natural text (a dictionary's headwords). */
-#define IDX_MAX_DOC_ENTRIES 200000
+
+/** Kinds of a column: a field's own terms, `_all`'s terms from the field. */
+enum { IDX_KIND_FIELD = 1, IDX_KIND_ALL = 2 };
 
 /* ------------------------------------------------------------------------ */
 /* Writing (idx_write.c)                                                     */
 
 typedef struct idx_writer idx_writer;
 
-/** A writer that analyzes documents with @p a (borrowed: must outlive the
- *  writer).  @p mem_limit bounds the bulk buffer (0 = 256 MiB). */
-int idx_writer_new(idx_writer **out, tok_analysis *a, size_t mem_limit,
-                   kv_err *err);
+/** A writer analyzing documents under the database config @p config_json
+ *  (the "analysis" member; copied).  @p mem_limit bounds the buffer
+ *  (0 = 256 MiB). */
+int idx_writer_new(idx_writer **out, const char *config_json, size_t len,
+                   size_t mem_limit, kv_err *err);
 void idx_writer_free(idx_writer *w);          /* NULL: no-op */
-
-/** Change the memory bound of the bulk buffer (0 = 256 MiB). */
 void idx_writer_set_mem(idx_writer *w, size_t mem_limit);
+/** Analyze in @p n worker threads from now on (0: in the caller's).  The
+ *  buffer must be empty (flushed or discarded). */
+int idx_writer_workers(idx_writer *w, unsigned n, kv_err *err);
 
-/** Switch buffering of new postings on (bulk loads) or off. */
-void idx_writer_buffering(idx_writer *w, bool on);
-
-/** Analyze the old version (@p old_json, NULL if the document is new) and
- *  the new one (@p new_json, NULL if it is being deleted) of a document, as
- *  stored (compact JSON), and work out the index changes.  Writes nothing:
- *  this is the check a write runs before it changes anything.
- *  @return KVFTS_OK, KVFTS_EINVAL (the new version does not analyze: invalid
- *          UTF-8, a field named "_all" or with a NUL; err->pos is set),
- *          KVFTS_ENOMEM, KVFTS_ECORRUPT (the stored old version does not). */
-int idx_doc_prepare(idx_writer *w, const char *old_json, size_t old_len,
-                    const char *new_json, size_t new_len, kv_err *err);
-
-/** Write the changes prepared by the last idx_doc_prepare() for document
- *  @p docid in @p txn (buffering new postings if buffering is on).
- *  Never KVFTS_EINVAL: after a failure the transaction must abort.
- *  @return KVFTS_OK, KVFTS_ENOMEM, KVFTS_ECORRUPT, KV_RETRY, KVFTS_ERROR. */
-int idx_doc_apply(idx_writer *w, kv_txn *txn, uint32_t docid, kv_err *err);
-
-/** Merge the buffered postings into the stored entries, in @p txn. */
+/** Buffer the change of document @p docid: its old version as stored
+ *  (NULL if new) and its new version (NULL if it is being deleted), both
+ *  compact JSON (copied).  With workers, analysis happens later: its
+ *  failures (out of memory; a stored version that no longer analyzes,
+ *  KVFTS_ECORRUPT) are returned by the next idx_doc_write() or idx_flush().
+ *  The new version must have passed tok_check_field() for every path, so
+ *  that analysis does not refuse it.  A document whose change is buffered
+ *  must not be changed again before a flush (idx_doc_buffered()). */
+int idx_doc_write(idx_writer *w, uint32_t docid, const char *old_json,
+                  size_t old_len, const char *new_json, size_t new_len,
+                  kv_err *err);
+/** True if a change of @p docid is in the buffer. */
+bool idx_doc_buffered(const idx_writer *w, uint32_t docid);
+/** Write the buffer as one segment (with document lengths, field
+ *  statistics and the new segment list) in @p txn; empties it. */
 int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err);
-/** True when the buffer has passed its memory bound (idx_buffered_bytes()
- *  >= the bound). */
+/** True when the buffer has passed its memory bound. */
 bool idx_flush_due(const idx_writer *w);
 /** Bytes held by the buffer now. */
 size_t idx_buffered_bytes(const idx_writer *w);
+/** Documents buffered since the last flush. */
+uint64_t idx_buffered_docs(const idx_writer *w);
 /** Drop the buffer (after the transaction it belonged to aborted). */
 void idx_discard(idx_writer *w);
 
 /** Delete every index record (for a rebuild), in @p txn. */
 int idx_clear(kv_txn *txn, kv_err *err);
 
-/** Progress of a long operation: documents done so far. */
-typedef void (*idx_progress_fn)(void *payload, uint64_t docs);
+/** Progress of a long operation: documents (or steps) done so far. */
+typedef void (*idx_progress_fn)(void *payload, uint64_t done);
 
-/** Clear the index and build it again from every stored document, in
- *  @p txn, merging through a bulk buffer of @p mem_limit bytes (0: default).
- *  @p progress (may be NULL) is called every 1,000 documents. */
-int idx_rebuild(kv_txn *txn, tok_analysis *a, size_t mem_limit,
-                idx_progress_fn progress, void *payload, kv_err *err);
+/* ------------------------------------------------------------------------ */
+/* Merging segments (idx_merge.c)                                            */
+
+typedef struct idx_merge_stats {
+    uint32_t segments;     /* segments now */
+    uint64_t bytes;        /* their records */
+    bool merging;          /* a merge is under way (resumable) */
+    uint32_t inputs;       /* its input segments */
+    uint64_t done, total;  /* its progress, input bytes */
+} idx_merge_stats;
+
+/** One bounded step of merge work in @p txn: start a merge the policy
+ *  asks for (@p all: every segment into one, as `kvfts optimize` does),
+ *  or go on with the one under way, writing at most about @p max_bytes.
+ *  *@p more tells whether work is left.  The state is kept in meta.db, so
+ *  a step interrupted (abort, crash) is done again from the last commit. */
+int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
+                   kv_err *err);
+int idx_merge_stats_get(kv_txn *txn, idx_merge_stats *out, kv_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Checking and rebuilding (idx_check.c)                                     */
 
 /** Called once per difference idx_check() finds; @p what is one line. */
 typedef int (*idx_report_fn)(void *payload, const char *what);
 
-/** Compare the whole stored index (term headers and postings, document
- *  lengths, field statistics) with a fresh analysis of every stored
- *  document, reporting each difference.  Holds the fresh analysis of the
- *  whole corpus in memory.  *@p differences = the number found (reports
- *  stop after 1,000; the count does not). */
-int idx_check(kv_txn *txn, tok_analysis *a, idx_report_fn report,
-              void *payload, uint64_t *differences, kv_err *err);
+/** Clear the index and build it again from every stored document, in
+ *  @p txn, under config @p config_json. */
+int idx_rebuild(kv_txn *txn, const char *config_json, size_t len,
+                size_t mem_limit, idx_progress_fn progress, void *payload,
+                kv_err *err);
+/** Compare the live index (every term's postings across segments, with
+ *  views, tfs and positions; exact counts; document lengths; field
+ *  statistics) with a fresh analysis of every stored document, reporting
+ *  each difference.  *@p differences = the number found (reports stop
+ *  after 1,000; the count does not). */
+int idx_check(kv_txn *txn, const char *config_json, size_t len,
+              idx_report_fn report, void *payload, uint64_t *differences,
+              kv_err *err);
 
 /* ------------------------------------------------------------------------ */
 /* Reading (idx_read.c)                                                      */
 
+typedef struct idx_reader idx_reader;
+
+/** The index as @p txn sees it (reads its segment list). */
+int idx_reader_open(idx_reader **out, kv_txn *txn, kv_err *err);
+void idx_reader_close(idx_reader *r);         /* NULL: no-op */
+kv_txn *idx_reader_txn(const idx_reader *r);
+
 typedef struct idx_term_info {
-    uint64_t df;          /* live documents holding the term */
-    uint64_t cf;          /* occurrences in them */
-    uint32_t blocks;      /* postings blocks */
-    uint32_t last;        /* largest doc id */
-    bool positions;       /* blocks carry positions */
+    uint64_t df;          /* live documents holding the term in the field */
+    bool positions;       /* postings carry positions */
 } idx_term_info;
 
-/** Header of (field, term).  @return KVFTS_OK, KVFTS_ENOTFOUND, ... */
-int idx_term_get(kv_txn *txn, const char *field, size_t flen,
+/** Exact live count of (field, term) from the entries alone ("_all": the
+ *  catch-all field).  KVFTS_ENOTFOUND when it is 0. */
+int idx_term_get(idx_reader *r, const char *field, size_t flen,
                  const char *term, size_t tlen, idx_term_info *out,
                  kv_err *err);
 
 typedef struct idx_postings idx_postings;
 
 /* How much of a block to decode: ids only (counting, intersecting), ids and
- * term frequencies (scoring), or everything (phrases, writers). */
+ * term frequencies (scoring), or everything (phrases). */
 enum { IDX_DECODE_IDS = 0, IDX_DECODE_TFS = 1, IDX_DECODE_POSITIONS = 2 };
 
-/** Iterate the postings of (field, term), positioned before the first.
- *  @return KVFTS_OK, KVFTS_ENOTFOUND (no such term), ... */
-int idx_postings_open(idx_postings **out, kv_txn *txn, const char *field,
+/** Iterate the live postings of (field, term), positioned before the
+ *  first.  @return KVFTS_OK, KVFTS_ENOTFOUND (none), ... */
+int idx_postings_open(idx_postings **out, idx_reader *r, const char *field,
                       size_t flen, const char *term, size_t tlen,
                       kv_err *err);
 void idx_postings_close(idx_postings *p);     /* NULL: no-op */
 /** Advance to the next posting.  @return KVFTS_OK, KVFTS_ITEROVER, or an
- *  error (KVFTS_ECORRUPT, ...). */
+ *  error (KVFTS_ECORRUPT, ...), which is sticky: later calls return it. */
 int idx_postings_next(idx_postings *p, kv_err *err);
-/** Advance to the first posting with doc id >= @p docid (never backwards);
- *  skips whole blocks by their keys. */
+/** Advance to the first posting with doc id >= @p docid (never
+ *  backwards); skips whole blocks by their keys and headers. */
 int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err);
 uint32_t idx_postings_docid(const idx_postings *p);
-/** Decode the current block up to @p level (IDX_DECODE_TFS or
- *  IDX_DECODE_POSITIONS, below): tf and positions are decoded on first use,
- *  so this is where damage to those streams is reported (KVFTS_ECORRUPT).
- *  Without it, idx_postings_tf() gives 0 and idx_postings_positions() NULL
- *  for a damaged block. */
+/** Decode the current block up to @p level (IDX_DECODE_TFS or _POSITIONS):
+ *  views and positions are decoded on first use, so this is where damage
+ *  to those streams is reported; tf and views are valid after it. */
 int idx_postings_need(idx_postings *p, int level, kv_err *err);
+/** The term's frequency in the selected field (sum over its views). */
 uint32_t idx_postings_tf(const idx_postings *p);
-/** Positions of the current posting (tf of them, ascending); NULL if the
- *  term has none stored.  Borrowed until the iterator moves. */
-const uint32_t *idx_postings_positions(const idx_postings *p);
-/** Largest tf in the current block, and the block's last doc id. */
+/** One view of the current posting: a column and its positions. */
+typedef struct idx_view {
+    uint32_t col;
+    uint32_t tf;
+    const uint32_t *pos;  /* tf positions, ascending; NULL without them */
+} idx_view;
+/** The current posting's views in the selected field (ascending column),
+ *  after idx_postings_need(IDX_DECODE_POSITIONS).  Borrowed until the
+ *  iterator moves. */
+const idx_view *idx_postings_views(idx_postings *p, uint32_t *n);
+/** Upper bound of the tf in the current block (block-max pruning), and
+ *  the block's last doc id. */
 uint32_t idx_postings_block_max_tf(const idx_postings *p);
 uint32_t idx_postings_block_last(const idx_postings *p);
 const idx_term_info *idx_postings_info(const idx_postings *p);
 
-/** Called per term of a field, in byte order.  Non-zero stops the scan. */
+/** Called per term of a field with live postings, in byte order.
+ *  Non-zero stops the scan. */
 typedef int (*idx_term_fn)(void *payload, const char *term, size_t tlen,
                            const idx_term_info *info);
 /** Every term of @p field that starts with @p prefix (may be empty). */
-int idx_terms_scan(kv_txn *txn, const char *field, size_t flen,
+int idx_terms_scan(idx_reader *r, const char *field, size_t flen,
                    const char *prefix, size_t plen, idx_term_fn fn,
                    void *payload, kv_err *err);
 
-/** Called per postings block of each term idx_prefix_postings() walks:
- *  the term's number (0, 1, ... in byte order), its header, and the
- *  block's doc ids and term frequencies.  Non-zero stops the walk. */
-typedef int (*idx_block_fn)(void *payload, uint32_t term,
-                            const idx_term_info *info, const uint32_t *ids,
-                            const uint32_t *tfs, uint32_t n);
-/** Every posting of every term of @p field starting with @p prefix, in one
- *  walk of the key range (a term's blocks follow its header).
- *  @return 1 (and nothing more is read) past @p max_terms terms;
- *          KVFTS_OK, KVFTS_ECORRUPT, KV_RETRY, KVFTS_ERROR, or fn's. */
-int idx_prefix_postings(kv_txn *txn, const char *field, size_t flen,
+/** Called per live posting idx_prefix_postings() finds: the term's number
+ *  (0, 1, ... in byte order), the term's live count, the doc id and its
+ *  tf.  Non-zero stops the walk. */
+typedef int (*idx_posting_fn)(void *payload, uint32_t term, uint64_t df,
+                              uint32_t docid, uint32_t tf);
+/** Every live posting of every term of @p field starting with @p prefix,
+ *  read in one walk of each segment's key range.  Postings come grouped by
+ *  term, terms in byte order.  @return 1 (and nothing more is read) past
+ *  @p max_terms terms; KVFTS_OK, or an error, or fn's. */
+int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
                         const char *prefix, size_t plen, uint32_t max_terms,
-                        idx_block_fn fn, void *payload, kv_err *err);
+                        idx_posting_fn fn, void *payload, kv_err *err);
 
 /** Statistics of a field for BM25: documents having it, sum of lengths. */
 int idx_field_stats(kv_txn *txn, const char *field, size_t flen,
@@ -225,11 +265,12 @@ int idx_doc_field_len(kv_txn *txn, uint32_t docid, const char *field,
 
 /** Index-wide figures for `kvfts stats`. */
 typedef struct idx_stats {
-    uint64_t terms;           /* (field, term) entries */
-    uint64_t postings;        /* sum of df */
-    uint64_t blocks;          /* postings blocks */
-    uint64_t postings_bytes;  /* bytes of headers and blocks */
+    uint64_t terms;           /* distinct terms with live postings */
+    uint64_t postings;        /* live (term, document) pairs */
+    uint64_t blocks;          /* postings block records */
+    uint64_t postings_bytes;  /* bytes of the index records */
     uint64_t fields;          /* fields with an id */
+    uint64_t segments;        /* segments */
     uint64_t skipped_tokens;  /* tokens over TOK_MAX_TERM left out, ever */
 } idx_stats;
 int idx_get_stats(kv_txn *txn, idx_stats *out, kv_err *err);

@@ -45,6 +45,7 @@ const kv_space_def kv_spaces[KV_NSPACES] = {
     [KV_COUNTERS] = { "counters.db", "counters", 0, 0 },
     [KV_META] = { "meta.db", "meta", 0, 0 },
     [KV_DOCLENS] = { "doclens.db", "document lengths", 0, 0 },
+    [KV_TERMS] = { "terms.db", "terms", 0, KV_PAGE },
 };
 
 void kv__inst_mark_dead(bdb_inst *in)

@@ -593,52 +593,6 @@ int kv_docid_key(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_err *err)
 
 /* ---- sequences --------------------------------------------------------- */
 
-int kv_seq_get(kv_txn *txn, const char *name, bool for_update, uint64_t *out,
-               kv_err *err)
-{
-    char key[64];
-    int kl = snprintf(key, sizeof key, "seq::%s", name);
-    kv_buf v = KV_BUF_INIT;
-    *out = 0;
-    int rc = kv_get(txn, KV_META, key, (size_t)kl, &v, for_update, err);
-    if (rc == KVFTS_ENOTFOUND) {
-        rc = KVFTS_OK;
-    } else if (rc == KVFTS_OK) {
-        if (v.len != 8)
-            rc = kv_seterr(err, KVFTS_ECORRUPT,
-                           "meta::%s: corrupt sequence (%zu bytes)", key,
-                           v.len);
-        else
-            *out = kv_get_be64((const unsigned char *)v.data);
-    }
-    kv_buf_free(&v);
-    return rc;
-}
-
-int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
-                   kv_err *err)
-{
-    uint64_t last;
-    int rc = kv_seq_get(txn, name, true, &last, err);
-    if (rc)
-        return rc;
-    if (n == 0 || last > UINT64_MAX - n)
-        return kv_seterr(err, KVFTS_EINVAL, "sequence %s exhausted", name);
-    char key[64];
-    int kl = snprintf(key, sizeof key, "seq::%s", name);
-    unsigned char b[8];
-    kv_put_be64(b, last + n);
-    rc = kv_put(txn, KV_META, key, (size_t)kl, b, 8, err);
-    if (!rc)
-        *first = last + 1;
-    return rc;
-}
-
-int kv_seq_next(kv_txn *txn, const char *name, uint64_t *out, kv_err *err)
-{
-    return kv_seq_reserve(txn, name, 1, out, err);
-}
-
 /* ---- counters ---------------------------------------------------------- */
 
 int kv_counter_get(kv_txn *txn, const char *name, size_t nlen, int64_t *out,

@@ -10,7 +10,8 @@
  *   DIR/keys.db       B-tree  user key            -> key record: doc id
  *   DIR/docs.db       B-tree  be32 internal id    -> doc record: CAS, key,
  *                                                    JSON (both in kv_doc.c)
- *   DIR/postings.db   B-tree  index/ owns keys and values (segments)
+ *   DIR/postings.db   B-tree  index/ owns: segments' postings blocks
+ *   DIR/terms.db      B-tree  index/ owns: segments' term dictionaries
  *   DIR/lookups.db    B-tree, sorted duplicates:  "NAME::VALUE" -> user key
  *   DIR/counters.db   B-tree  NAME                -> be64 two's complement
  *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 3"

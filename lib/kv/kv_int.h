@@ -68,6 +68,13 @@ struct kv_txn {
     DB_TXN *txn;
     bool write;
     uint64_t serial;             /* this handle's n-th transaction */
+    /* Values of sequences reserved by this transaction, not yet handed out
+     * (kv_seq_next): they go with it when it commits or aborts. */
+    struct kv_seq_cache {
+        char name[16];
+        uint64_t next, end;      /* next <= end: values left */
+        uint64_t grab;           /* the next reservation's size */
+    } seqs[4];
 };
 
 struct kv_cursor {
@@ -76,6 +83,7 @@ struct kv_cursor {
     kv_space space;
     kv_buf key;
     kv_buf val;
+    kv_buf skey;       /* the search key of a DB_SET/DB_SET_RANGE */
 };
 
 /* The physical databases: file, name for messages, flags, page size. */

@@ -207,19 +207,34 @@ void kv_cursor_close(kv_cursor *c)
         c->dbc->close(c->dbc);
     kv_buf_free(&c->key);
     kv_buf_free(&c->val);
+    kv_buf_free(&c->skey);
     kv_free(c);
 }
 
 /* c->get with USERMEM buffers, growing them on DB_BUFFER_SMALL (the cursor
  * does not move when that happens).  For DB_SET/DB_SET_RANGE the search key
- * must already be in c->key. */
-static int cursor_get(kv_cursor *c, u_int32_t flag, kv_err *err)
+ * is skey: it is copied into c->key before every attempt, because a failed
+ * DB_SET_RANGE may already have written the key it found there. */
+static int cursor_get(kv_cursor *c, u_int32_t flag, const void *skey,
+                      size_t sklen, kv_err *err)
 {
+    if (skey) {                  /* skey may point into c->key itself */
+        kv_buf_reset(&c->skey);
+        int rc = kv_buf_append(&c->skey, skey, sklen, err);
+        if (rc)
+            return rc;
+    }
     for (;;) {
+        if (skey) {
+            kv_buf_reset(&c->key);
+            int rc = kv_buf_append(&c->key, c->skey.data, c->skey.len, err);
+            if (rc)
+                return rc;
+        }
         DBT k, v;
         dbt_user(&k, &c->key);
         dbt_user(&v, &c->val);
-        if (flag == DB_SET_RANGE || flag == DB_SET)
+        if (skey)
             k.size = (u_int32_t)c->key.len;
         int ret = c->dbc->get(c->dbc, &k, &v, flag);
         if (ret == DB_BUFFER_SMALL) {
@@ -253,12 +268,8 @@ static int cursor_get(kv_cursor *c, u_int32_t flag, kv_err *err)
 int kv_cursor_seek(kv_cursor *c, const void *key, size_t klen, kv_err *err)
 {
     if (klen == 0)
-        return cursor_get(c, DB_FIRST, err);
-    kv_buf_reset(&c->key);
-    int rc = kv_buf_append(&c->key, key, klen, err);
-    if (rc)
-        return rc;
-    return cursor_get(c, DB_SET_RANGE, err);
+        return cursor_get(c, DB_FIRST, NULL, 0, err);
+    return cursor_get(c, DB_SET_RANGE, key, klen, err);
 }
 
 /* ---- bulk reads ---------------------------------------------------------- */
@@ -343,31 +354,27 @@ void kv_bulk_free(kv_bulk *b)
 int kv_cursor_seek_exact(kv_cursor *c, const void *key, size_t klen,
                          kv_err *err)
 {
-    kv_buf_reset(&c->key);
-    int rc = kv_buf_append(&c->key, key, klen, err);
-    if (rc)
-        return rc;
-    return cursor_get(c, DB_SET, err);
+    return cursor_get(c, DB_SET, key, klen, err);
 }
 
 int kv_cursor_next(kv_cursor *c, kv_err *err)
 {
-    return cursor_get(c, DB_NEXT, err);
+    return cursor_get(c, DB_NEXT, NULL, 0, err);
 }
 
 int kv_cursor_prev(kv_cursor *c, kv_err *err)
 {
-    return cursor_get(c, DB_PREV, err);
+    return cursor_get(c, DB_PREV, NULL, 0, err);
 }
 
 int kv_cursor_last(kv_cursor *c, kv_err *err)
 {
-    return cursor_get(c, DB_LAST, err);
+    return cursor_get(c, DB_LAST, NULL, 0, err);
 }
 
 int kv_cursor_next_dup(kv_cursor *c, kv_err *err)
 {
-    return cursor_get(c, DB_NEXT_DUP, err);
+    return cursor_get(c, DB_NEXT_DUP, NULL, 0, err);
 }
 
 void kv_cursor_key(const kv_cursor *c, const char **key, size_t *klen)
@@ -386,4 +393,119 @@ int kv_cursor_del(kv_cursor *c, kv_err *err)
 {
     int ret = c->dbc->del(c->dbc, 0);
     return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
+}
+
+/* ---- sequences ---------------------------------------------------------- */
+
+int kv_seq_get(kv_txn *txn, const char *name, bool for_update, uint64_t *out,
+               kv_err *err)
+{
+    char key[64];
+    int kl = snprintf(key, sizeof key, "seq::%s", name);
+    kv_buf v = KV_BUF_INIT;
+    *out = 0;
+    int rc = kv_get(txn, KV_META, key, (size_t)kl, &v, for_update, err);
+    if (rc == KVFTS_ENOTFOUND) {
+        rc = KVFTS_OK;
+    } else if (rc == KVFTS_OK) {
+        if (v.len != 8)
+            rc = kv_seterr(err, KVFTS_ECORRUPT,
+                           "meta::%s: corrupt sequence (%zu bytes)", key,
+                           v.len);
+        else
+            *out = kv_get_be64((const unsigned char *)v.data);
+    }
+    kv_buf_free(&v);
+    return rc;
+}
+
+int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
+                   kv_err *err)
+{
+    uint64_t last;
+    int rc = kv_seq_get(txn, name, true, &last, err);
+    if (rc)
+        return rc;
+    if (n == 0 || last > UINT64_MAX - n)
+        return kv_seterr(err, KVFTS_EINVAL, "sequence %s exhausted", name);
+    char key[64];
+    int kl = snprintf(key, sizeof key, "seq::%s", name);
+    unsigned char b[8];
+    kv_put_be64(b, last + n);
+    rc = kv_put(txn, KV_META, key, (size_t)kl, b, 8, err);
+    if (!rc)
+        *first = last + 1;
+    return rc;
+}
+
+/* The transaction's cache of sequence @p name (NULL if it has none and
+ * every slot is taken by another). */
+static struct kv_seq_cache *seq_cache(kv_txn *txn, const char *name)
+{
+    size_t n = sizeof txn->seqs / sizeof txn->seqs[0];
+    if (strlen(name) >= sizeof txn->seqs[0].name)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(txn->seqs[i].name, name))
+            return &txn->seqs[i];
+    for (size_t i = 0; i < n; i++)
+        if (!txn->seqs[i].name[0]) {
+            snprintf(txn->seqs[i].name, sizeof txn->seqs[i].name, "%s",
+                     name);
+            return &txn->seqs[i];
+        }
+    return NULL;
+}
+
+/* A transaction that takes many values of a sequence (a batch: a doc id
+ * and a CAS per document) reserves them in growing runs, 1, 2, 4, ... up to
+ * 256, so that it reads and writes the sequence's record once per run
+ * instead of once per value.  Values reserved and not handed out when the
+ * transaction ends are skipped: a sequence promises values that increase,
+ * not values without gaps, and the runs grow only as they are used, so at
+ * most half of what a transaction reserves goes unused. */
+int kv_seq_next_max(kv_txn *txn, const char *name, uint64_t max,
+                    uint64_t *out, kv_err *err)
+{
+    struct kv_seq_cache *c = seq_cache(txn, name);
+    if (c && c->next && c->next <= c->end) {
+        *out = c->next++;
+        return KVFTS_OK;
+    }
+    uint64_t last;
+    int rc = kv_seq_get(txn, name, true, &last, err);
+    if (rc)
+        return rc;
+    if (last >= max)
+        return kv_seterr(err, KVFTS_EINVAL, "sequence %s exhausted", name);
+    uint64_t n = c ? (c->grab ? c->grab : 1) : 1;
+    if (n > max - last)
+        n = max - last;
+    rc = kv_seq_reserve(txn, name, n, out, err);
+    if (rc || !c)
+        return rc;
+    c->next = *out + 1;
+    c->end = *out + n - 1;
+    c->grab = n * 2 > 256 ? 256 : n * 2;
+    return KVFTS_OK;
+}
+
+int kv_seq_next(kv_txn *txn, const char *name, uint64_t *out, kv_err *err)
+{
+    return kv_seq_next_max(txn, name, UINT64_MAX, out, err);
+}
+
+int kv_seq_room(kv_txn *txn, const char *name, uint64_t max, bool *room,
+                kv_err *err)
+{
+    struct kv_seq_cache *c = seq_cache(txn, name);
+    if (c && c->next && c->next <= c->end) {
+        *room = c->next <= max;
+        return KVFTS_OK;
+    }
+    uint64_t last;
+    int rc = kv_seq_get(txn, name, true, &last, err);
+    if (!rc)
+        *room = last < max;
+    return rc;
 }

@@ -353,8 +353,9 @@ typedef struct rq {
 /* One stored document, analyzed. */
 typedef struct rocc {
     char field[16];
+    char src[16];               /* the field the term came from */
     char term[32];
-    uint32_t pos;
+    uint32_t pos;               /* within src */
 } rocc;
 
 typedef struct rdoc {
@@ -388,6 +389,7 @@ static void rdoc_analyze(fx *f, rdoc *d)
     for (size_t i = 0; i < d->nocc; i++) {
         const kvfts_term *x = kvfts_terms_at(t, i);
         snprintf(d->occ[i].field, sizeof d->occ[i].field, "%s", x->field);
+        snprintf(d->occ[i].src, sizeof d->occ[i].src, "%s", x->source);
         snprintf(d->occ[i].term, sizeof d->occ[i].term, "%s", x->term);
         d->occ[i].pos = x->pos;
     }
@@ -425,7 +427,12 @@ static char *random_doc(void)
     return j;
 }
 
-/* tf of (field, term) in d, and its sorted distinct positions. */
+static int field_index(const char *field);
+
+/* tf of (field, term) in d, and its sorted distinct positions.  Positions
+ * count within the source field (an "_all" term's too), so a position here
+ * is the source field's number above the position's bits: a phrase never
+ * spans two fields. */
 static uint32_t rtf(const rdoc *d, const char *field, const char *term,
                     uint32_t *pos, uint32_t cap)
 {
@@ -433,7 +440,9 @@ static uint32_t rtf(const rdoc *d, const char *field, const char *term,
     for (size_t i = 0; i < d->nocc; i++) {
         if (strcmp(d->occ[i].field, field) || strcmp(d->occ[i].term, term))
             continue;
-        uint32_t p = d->occ[i].pos;
+        assert_true(field_index(d->occ[i].src) > 0 && d->occ[i].pos < 1u << 24);
+        uint32_t p = (uint32_t)field_index(d->occ[i].src) << 24 |
+                     d->occ[i].pos;
         uint32_t j = n;
         bool dup = false;
         for (uint32_t k = 0; k < n; k++)
@@ -460,6 +469,7 @@ static double rdl_count(const rdoc *d, const char *field)
         bool dup = false;
         for (size_t k = 0; k < i; k++)
             dup |= !strcmp(d->occ[k].field, field) &&
+                   !strcmp(d->occ[k].src, d->occ[i].src) &&
                    !strcmp(d->occ[k].term, d->occ[i].term) &&
                    d->occ[k].pos == d->occ[i].pos;
         n += !dup;

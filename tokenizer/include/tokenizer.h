@@ -65,9 +65,11 @@
  *  - a document field named "_all" is refused (KVFTS_EINVAL): it would mix
  *    with the catch-all field.
  *  - Positions count per field per document.  Each further value of the same
- *    field (array element, or another string under `_all`) starts
- *    TOK_VALUE_GAP positions after the previous one, so a phrase never
- *    matches across two values.  Stop words and over-long tokens keep their
+ *    field (array element) starts TOK_VALUE_GAP positions after the previous
+ *    one, so a phrase never matches across two values.  The `_all` copy of a
+ *    value keeps its field's positions (counted by the `_all` analyzer when
+ *    the field has another one): `_all` is the union of the fields, and a
+ *    phrase in it matches within one field's value, as in the field.  Stop words and over-long tokens keep their
  *    position (a phrase query analyzed the same way leaves the same hole).
  *  - Offsets are byte offsets into the value as the JSON walker decodes it
  *    (the unescaped string), [start, end).
@@ -193,10 +195,18 @@ typedef struct tok_term {
     size_t field_len;
     const char *term;      /* not NUL-terminated */
     size_t term_len;
-    uint32_t pos;          /* position within the field in this document */
+    uint32_t pos;          /* position within the field in this document;
+                              for "_all", within the source field's values
+                              as the `_all` analyzer counts them */
     size_t start, end;     /* byte offsets in the value, [start, end) */
     const char *value;     /* the decoded value the offsets refer to */
     size_t value_len;
+    const char *src;       /* the field the value belongs to (the dotted
+                              path, for "_all" terms too); NUL-terminated */
+    size_t src_len;
+    bool dual;             /* the field's analyzer is `_all`'s: this term is
+                              emitted under the field and then, at the same
+                              position, under "_all" */
 } tok_term;
 
 /** Non-zero return stops the walk; tok_analysis_run_doc() returns it. */
@@ -219,6 +229,14 @@ void tok_analysis_free(tok_analysis *a);   /* NULL: no-op */
  *          what @p emit returned. */
 int tok_analysis_run_doc(tok_analysis *a, const char *json, size_t len,
                          tok_term_fn emit, void *payload, kv_err *err);
+
+/** The check run_doc() makes of each field path, for a writer that checks a
+ *  document before it is analyzed (maybe later, in another thread): a field
+ *  named "_all" is refused, and so is an indexed field whose name holds a
+ *  NUL character.  @p pos: the byte offset to name in the message.
+ *  @return KVFTS_OK, KVFTS_EINVAL (err->pos set), KVFTS_ENOMEM. */
+int tok_analysis_check_path(tok_analysis *a, const char *path, size_t plen,
+                            size_t pos, kv_err *err);
 
 /** Analyze one value of field @p field as if it were a string of a document
  *  (field term, then its `_all` copy when `_all` is on and the field is

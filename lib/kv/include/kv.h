@@ -176,11 +176,12 @@ int kv_json_walk(const char *json, size_t len, kv_buf *compact,
 typedef enum kv_space {
     KV_DOCS = 0,    /* be32 internal id -> doc record: CAS, key, JSON */
     KV_KEYS,        /* user key -> key record: internal id (kv_doc.c) */
-    KV_POSTINGS,    /* index/ owns the format: "<field>\0<term>..." -> block */
+    KV_POSTINGS,    /* index/ owns the format: segments' postings blocks */
     KV_LOOKUPS,     /* "NAME::VALUE" -> user key, sorted duplicates */
     KV_COUNTERS,    /* NAME -> be64 two's-complement value */
     KV_META,        /* NAME -> bytes (config, sequences, statistics) */
     KV_DOCLENS,     /* index/ owns the format: be32 id -> field lengths */
+    KV_TERMS,       /* index/ owns the format: segments' term dictionaries */
     KV_NSPACES
 } kv_space;
 
@@ -378,8 +379,17 @@ int kv_doc_del(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
  *  head of the document record. */
 int kv_docid_key(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_err *err);
 
-/** Next value of a 64-bit sequence kept in KV_META under @p name (first 1). */
+/** Next value of a 64-bit sequence kept in KV_META under @p name (first 1):
+ *  larger than every value handed out before, in this transaction or any
+ *  committed one (a transaction reserves runs of values: there are gaps). */
 int kv_seq_next(kv_txn *txn, const char *name, uint64_t *out, kv_err *err);
+/** kv_seq_next(), at most @p max: KVFTS_EINVAL "sequence NAME exhausted"
+ *  past it. */
+int kv_seq_next_max(kv_txn *txn, const char *name, uint64_t max,
+                    uint64_t *out, kv_err *err);
+/** Whether kv_seq_next_max(@p max) would give a value (changes nothing). */
+int kv_seq_room(kv_txn *txn, const char *name, uint64_t max, bool *room,
+                kv_err *err);
 /** The last value handed out by sequence @p name (0 if none yet). */
 int kv_seq_get(kv_txn *txn, const char *name, bool for_update, uint64_t *out,
                kv_err *err);

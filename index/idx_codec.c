@@ -1,0 +1,1183 @@
+/*
+ * idx_codec.c -- the on-disk format of the inverted index, with its
+ * encoders and bounds-checked decoders.  Index format 2 (database format
+ * "kvfts 3"); this comment changes in the same commit as the format.
+ *
+ * Model.  One postings list per term, whatever the fields it occurs in,
+ * as SQLite FTS5 keeps one doclist per term with column markers: a posting
+ * is one (term, document) pair, and it carries the document's *views* of
+ * the term, one per column it occurs in.  A column is a field's own terms
+ * (kind 1), the `_all` terms taken from a field (kind 2), or both at once
+ * (kind 3, the usual case: the field's analyzer is `_all`'s, so the two
+ * are the same terms at the same positions and are stored once):
+ *
+ *     column = field_id << 2 | kinds
+ *
+ * A view holds the term's frequency in the column and its positions there
+ * (field-local; values of a field are TOK_VALUE_GAP apart, so a phrase
+ * never crosses two values).  fts::FIELD::TERM is the postings with a view
+ * of kind 1 in one of FIELD's columns; fts::_all::TERM those with a view
+ * of kind 2; `_all` is not a second copy of the postings.
+ *
+ * Segments.  Immutable segments, each a contiguous key range of
+ * terms.db (its dictionary) and of postings.db (its blocks): every key
+ * starts with the segment's id (meta sequence "seq::seg", with
+ * IDX_SEG_HIGH for most: see idx_seg_new_id), so a new segment is written
+ * at the right edge of both B-trees, filling their pages, and its
+ * transaction changes no page of an older one:
+ *
+ *   terms.db:
+ *   be32(SEG) 'D' TERM                  a dictionary chunk: the entries of
+ *                                       the terms from TERM (the chunk's
+ *                                       first term) to the next chunk's
+ *   postings.db:
+ *   be32(SEG) 'B' be32(ORD) be32(FIRST) a postings block of the segment's
+ *                                       ORD-th term (its rank in the
+ *                                       segment's term order), first doc
+ *                                       id FIRST
+ *
+ * meta.db "segments" lists them oldest first (idx_segs); a merge replaces
+ * a run of neighbours by one segment in the run's place.
+ *
+ * A document keeps its internal id through replacements.  A segment made
+ * by a batch holds, per term, the postings of the batch's new versions and
+ * the *deletions* of the stored versions it replaced or deleted (re-
+ * analysed: the old version is read before it is overwritten): a deletion
+ * of id X in segment k cancels the posting of X in the newest older
+ * segment that has one.  A term unchanged between two versions of a
+ * document (same views, tfs, positions) writes neither: the older posting
+ * stays the current one.  So the live postings of a term are, per id, the
+ * newest posting with no newer deletion, and its exact count is
+ * sum(postings) - sum(deletions) over the segments, read from the entries
+ * alone.  A merge drops a posting together with the deletion that cancels
+ * it, keeping deletions whose postings are older than the merged run.
+ *
+ * Dictionary chunk (closed once past IDX_CHUNK_BYTES: one 4 KiB overflow
+ * page):
+ *   u8 version (2) | varint n entries | varint ordinal of the first
+ *   n x (varint shared prefix with the previous term | varint suffix
+ *        length | suffix | varint entry length | entry)
+ *
+ * Term entry:
+ *   varint flags       IDX_E_POSITIONS, _EXTERNAL, _DELS, _ONECOL
+ *   varint ncols       the term's columns in this segment (those of its
+ *   ncols x varint     postings and its deletions), ascending, as gaps
+ *   varint ndocs       postings
+ *   varint df_all      postings with a view of kind 2
+ *   ncols x varint     per column: postings with a view in it
+ *   [DELS] varint ndel, varint ndel_all, ncols x varint (per column
+ *          deletions), ndel x varint (ids as gaps, ascending)
+ *   [ndocs > 0] varint first id, varint last id - first, varint max_tf,
+ *          then inline: varint block length, the block (FIRST = first id);
+ *          external: varint number of block records
+ *
+ * Postings block (at most IDX_BLOCK_DOCS documents, ascending ids):
+ *   u8 version (2) | u8 flags (IDX_B_POSITIONS, IDX_B_ONEVIEW)
+ *   varint n         documents, >= 1
+ *   varint span      last id - FIRST (skip data: the block's last id)
+ *   varint max_tf    largest sum of a document's view tfs (block-max
+ *                    pruning: it bounds the tf of any column choice)
+ *   varint colmask   bit (c & 63) per column index c present (63: >= 63),
+ *                    so a field-scoped reader skips blocks without it
+ *   varint idbytes, vcbytes, vxbytes, tfbytes, posbytes
+ *   ids     StreamVByte delta coding of the n - 1 ids after FIRST
+ *   vc      StreamVByte 0124 of (views - 1) per document   } absent with
+ *   vx      StreamVByte of each view's column index        } ONEVIEW
+ *   tf      StreamVByte 0124 of (tf - 1) per view (tf 1 costs 2 bits)
+ *   pos     StreamVByte of, per view, its tf positions as gaps (first
+ *           from 0)
+ *
+ * doclens.db: be32 doc id -> u8 version (1), varint count, count pairs of
+ *   varints (field id, length in terms; "_all" is a field of its own).
+ * meta.db "field::NAME" -> varint id, varint documents having the field,
+ *   varint sum of their lengths (BM25); ids from sequence "field".
+ * meta.db "segments" -> u8 version (2), varint n, n x (varint id, level,
+ *   docs, dels, terms, bytes, min id, max id - min id).
+ *
+ * varint = unsigned LEB128, at most 10 bytes.  StreamVByte (Debian's
+ * libstreamvbyte) encodes arrays of u32; idx_svb.c checks and decodes the
+ * streams, reading from buffers with IDX_SLACK spare bytes.  Every decoder
+ * takes (buffer, length) and refuses damage with KVFTS_ECORRUPT
+ * (tests/fuzz/fuzz_postings.c feeds them arbitrary bytes).
+ */
+#include "idx_int.h"
+
+#include <streamvbyte.h>
+#include <streamvbytedelta.h>
+#include <string.h>
+
+/* ---- varints ------------------------------------------------------------ */
+
+size_t idx_varint_put(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+bool idx_varint_get(const unsigned char **p, const unsigned char *end,
+                    uint64_t *out)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*p >= end)
+            return false;
+        unsigned char b = *(*p)++;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+int idx_buf_varint(kv_buf *b, uint64_t v, kv_err *err)
+{
+    int rc = kv_buf_reserve(b, 10, err);
+    if (rc)
+        return rc;
+    b->len += idx_varint_put((unsigned char *)b->data + b->len, v);
+    return KVFTS_OK;
+}
+
+/* A varint into *out bounded by max; false if absent or larger. */
+static bool get_u32(const unsigned char **p, const unsigned char *end,
+                    uint32_t max, uint32_t *out)
+{
+    uint64_t v;
+    if (!idx_varint_get(p, end, &v) || v > max)
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* ---- keys --------------------------------------------------------------- */
+
+int idx_key_chunk(kv_buf *key, uint32_t seg, const char *term, size_t tlen,
+                  kv_err *err)
+{
+    unsigned char h[5];
+    kv_put_be32(h, seg);
+    h[4] = 'D';
+    kv_buf_reset(key);
+    int rc = kv_buf_append(key, h, 5, err);
+    return rc ? rc : kv_buf_append(key, term, tlen, err);
+}
+
+void idx_key_block(unsigned char key[13], uint32_t seg, uint32_t ord,
+                   uint32_t first)
+{
+    kv_put_be32(key, seg);
+    key[4] = 'B';
+    kv_put_be32(key + 5, ord);
+    kv_put_be32(key + 9, first);
+}
+
+int idx_key_field(kv_buf *key, const char *field, size_t flen, kv_err *err)
+{
+    kv_buf_reset(key);
+    int rc = kv_buf_append(key, IDX_FIELD_PREFIX, strlen(IDX_FIELD_PREFIX),
+                           err);
+    if (!rc)
+        rc = kv_buf_append(key, field, flen, err);
+    return rc;
+}
+
+/* ---- postings lists ----------------------------------------------------- */
+
+void idx_plist_init(idx_plist *l)
+{
+    memset(l, 0, sizeof *l);
+}
+
+void idx_plist_free(idx_plist *l)
+{
+    kv_free(l->ids);
+    kv_free(l->vstart);
+    kv_free(l->vcol);
+    kv_free(l->vtf);
+    kv_free(l->poff);
+    kv_free(l->pos);
+    memset(l, 0, sizeof *l);
+}
+
+void idx_plist_reset(idx_plist *l, bool positions)
+{
+    l->n = l->nv = l->np = 0;
+    l->positions = positions;
+    if (l->vstart)
+        l->vstart[0] = 0;
+    if (l->poff)
+        l->poff[0] = 0;
+}
+
+int idx_plist_reserve(idx_plist *l, uint32_t docs, uint64_t views,
+                      uint64_t npos, kv_err *err)
+{
+    uint64_t nd = (uint64_t)l->n + docs + 1, nv = l->nv + views + 1;
+    uint64_t np = l->np + npos + 1;
+    if (nd > UINT32_MAX / 8 || nv > UINT32_MAX / 8 || np > UINT32_MAX / 8)
+        return kv_seterr(err, KVFTS_ENOMEM, "postings list too large");
+    uint32_t dc = l->cap, vc = l->vcap;
+    int rc = KVFTS_OK;
+    if (nd > l->cap) {
+        rc = idx__grow(&l->ids, &dc, nd, 4, err);
+        dc = l->cap;
+        if (!rc)
+            rc = idx__grow(&l->vstart, &dc, nd, 4, err);
+        if (!rc)
+            l->cap = dc;
+    }
+    if (!rc && nv > l->vcap) {
+        rc = idx__grow(&l->vcol, &vc, nv, 4, err);
+        vc = l->vcap;
+        if (!rc)
+            rc = idx__grow(&l->vtf, &vc, nv, 4, err);
+        vc = l->vcap;
+        if (!rc)
+            rc = idx__grow(&l->poff, &vc, nv, 4, err);
+        if (!rc)
+            l->vcap = vc;
+    }
+    if (!rc && np > l->pcap)
+        rc = idx__grow(&l->pos, &l->pcap, np, 4, err);
+    if (!rc && l->n == 0) {
+        l->vstart[0] = 0;
+        l->poff[0] = 0;
+    }
+    return rc;
+}
+
+int idx_plist_add(idx_plist *l, uint32_t id, uint32_t nv,
+                  const uint32_t *cols, const uint32_t *tfs,
+                  const uint32_t *pos, kv_err *err)
+{
+    uint64_t npos = 0;
+    for (uint32_t i = 0; i < nv; i++)
+        npos += tfs[i];
+    int rc = idx_plist_reserve(l, 1, nv, l->positions ? npos : 0, err);
+    if (rc)
+        return rc;
+    l->ids[l->n] = id;
+    for (uint32_t i = 0; i < nv; i++) {
+        uint32_t v = l->nv++;
+        l->vcol[v] = cols[i];
+        l->vtf[v] = tfs[i];
+        if (l->positions) {
+            memcpy(l->pos + l->np, pos, (size_t)tfs[i] * 4);
+            pos += tfs[i];
+            l->np += tfs[i];
+        }
+        l->poff[v + 1] = l->np;
+    }
+    l->n++;
+    l->vstart[l->n] = l->nv;
+    return KVFTS_OK;
+}
+
+int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
+                       const uint32_t *colmap, kv_err *err)
+{
+    uint32_t v0 = from->vstart[i], v1 = from->vstart[i + 1];
+    uint64_t npos = from->positions ? (uint64_t)from->poff[v1] -
+                                      from->poff[v0] : 0;
+    int rc = idx_plist_reserve(to, 1, v1 - v0, npos, err);
+    if (rc)
+        return rc;
+    to->ids[to->n] = from->ids[i];
+    for (uint32_t v = v0; v < v1; v++) {
+        uint32_t w = to->nv++;
+        to->vcol[w] = colmap ? colmap[from->vcol[v]] : from->vcol[v];
+        to->vtf[w] = from->vtf[v];
+        if (to->positions && from->positions) {
+            memcpy(to->pos + to->np, from->pos + from->poff[v],
+                   (size_t)from->vtf[v] * 4);
+            to->np += from->vtf[v];
+        }
+        to->poff[w + 1] = to->np;
+    }
+    to->n++;
+    to->vstart[to->n] = to->nv;
+    return KVFTS_OK;
+}
+
+/* ---- blocks ------------------------------------------------------------- */
+
+void idx_block_init(idx_block *b)
+{
+    memset(b, 0, sizeof *b);
+    idx_plist_init(&b->l);
+}
+
+void idx_block_free(idx_block *b)
+{
+    idx_plist_free(&b->l);
+    kv_free(b->tmp);
+    kv_free(b->scratch);
+    memset(b, 0, sizeof *b);
+}
+
+/* The fixed part of a block header; *p is left at the streams. */
+typedef struct blk_head {
+    unsigned flags;
+    uint32_t n, span, max_tf;
+    uint64_t colmask;
+    uint64_t idb, vcb, vxb, tfb, posb;
+} blk_head;
+
+static bool head_read(const unsigned char **p, const unsigned char *end,
+                      blk_head *h)
+{
+    if (end - *p < 2 || (*p)[0] != IDX_VERSION ||
+        ((*p)[1] & ~(IDX_B_POSITIONS | IDX_B_ONEVIEW)))
+        return false;
+    h->flags = (*p)[1];
+    *p += 2;
+    return get_u32(p, end, IDX_BLOCK_MAX, &h->n) && h->n > 0 &&
+           get_u32(p, end, UINT32_MAX, &h->span) &&
+           get_u32(p, end, UINT32_MAX, &h->max_tf) && h->max_tf > 0 &&
+           idx_varint_get(p, end, &h->colmask) &&
+           idx_varint_get(p, end, &h->idb) &&
+           idx_varint_get(p, end, &h->vcb) &&
+           idx_varint_get(p, end, &h->vxb) &&
+           idx_varint_get(p, end, &h->tfb) &&
+           idx_varint_get(p, end, &h->posb);
+}
+
+bool idx_block_peek(const char *buf, size_t len, uint32_t *span,
+                    uint32_t *max_tf, uint64_t *colmask)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    blk_head h;
+    if (!head_read(&p, end, &h))
+        return false;
+    *span = h.span;
+    *max_tf = h.max_tf;
+    *colmask = h.colmask;
+    return true;
+}
+
+static int corrupt_block(const idx_block *b, const char *what, kv_err *err)
+{
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt postings block (%s, "
+                     "first id %u)", what, b->l.n ? b->l.ids[0] : 0);
+}
+
+/* Stage 2: view counts, columns and tfs. */
+static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
+{
+    idx_plist *l = &b->l;
+    uint32_t n = l->n;
+    const unsigned char *vc = b->tmp + b->idb, *vx = vc + b->vcb;
+    const unsigned char *tf = vx + b->vxb;
+    uint64_t nv = n;
+    if (!b->oneview) {
+        if (b->scap < n + 1 &&
+            idx__grow(&b->scratch, &b->scap, (uint64_t)n + 1, 4, err))
+            return KVFTS_ENOMEM;
+        idx_svb_decode_0124(vc, b->scratch, n);
+        nv = 0;
+        for (uint32_t i = 0; i < n; i++)
+            nv += (uint64_t)b->scratch[i] + 1;
+        if (nv > (uint64_t)n * (ncols ? ncols : 1) || nv > UINT32_MAX / 8 ||
+            idx_svb_size(vx, b->vxb, (uint32_t)nv, false) != b->vxb)
+            return corrupt_block(b, "views", err);
+    } else if (b->vcb || b->vxb || ncols < 1) {
+        return corrupt_block(b, "views", err);
+    }
+    if (idx_svb_size(tf, b->tfb, (uint32_t)nv, true) != b->tfb)
+        return corrupt_block(b, "term frequencies", err);
+    l->nv = 0;
+    int rc = idx_plist_reserve(l, 0, nv, 0, err);
+    if (rc)
+        return rc;
+    if (b->oneview) {
+        for (uint32_t i = 0; i <= n; i++)
+            l->vstart[i] = i;
+        memset(l->vcol, 0, (size_t)nv * 4);
+    } else {
+        uint32_t acc = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            l->vstart[i] = acc;
+            acc += b->scratch[i] + 1;
+        }
+        l->vstart[n] = acc;
+        idx_svb_decode(vx, l->vcol, (uint32_t)nv);
+        for (uint32_t i = 0; i < n; i++)   /* ascending within a doc */
+            for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
+                if (l->vcol[v] >= ncols ||
+                    (v > l->vstart[i] && l->vcol[v] <= l->vcol[v - 1]))
+                    return corrupt_block(b, "view columns", err);
+    }
+    idx_svb_decode_0124(tf, l->vtf, (uint32_t)nv);
+    uint32_t mtf = 0;
+    uint64_t mask = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t sum = 0;
+        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++) {
+            if (++l->vtf[v] == 0)
+                return corrupt_block(b, "term frequencies", err);
+            sum += l->vtf[v];
+            mask |= 1ull << (l->vcol[v] < 63 ? l->vcol[v] : 63);
+        }
+        if (sum > UINT32_MAX / 8)
+            return corrupt_block(b, "term frequencies", err);
+        if (sum > mtf)
+            mtf = (uint32_t)sum;
+    }
+    if (mtf != b->max_tf || mask != b->colmask)
+        return corrupt_block(b, "block summary", err);
+    l->nv = (uint32_t)nv;
+    b->decoded = IDX_DEC_VIEWS;
+    return KVFTS_OK;
+}
+
+/* Stage 3: positions, as gaps per view turned into positions. */
+static int decode_positions(idx_block *b, kv_err *err)
+{
+    idx_plist *l = &b->l;
+    uint64_t npos = 0;
+    for (uint32_t v = 0; v < l->nv; v++)
+        npos += l->vtf[v];
+    const unsigned char *ps = b->tmp + b->idb + b->vcb + b->vxb + b->tfb;
+    if (npos > UINT32_MAX / 8 ||
+        idx_svb_size(ps, b->posb, (uint32_t)npos, false) != b->posb)
+        return corrupt_block(b, "positions", err);
+    l->np = 0;
+    int rc = idx_plist_reserve(l, 0, 0, npos, err);
+    if (rc)
+        return rc;
+    idx_svb_decode(ps, l->pos, (uint32_t)npos);
+    uint32_t k = 0;
+    for (uint32_t v = 0; v < l->nv; v++) {
+        l->poff[v] = k;
+        uint64_t acc = 0;
+        for (uint32_t j = 0; j < l->vtf[v]; j++, k++) {
+            acc += l->pos[k];
+            if (acc > UINT32_MAX || (j > 0 && l->pos[k] == 0))
+                return corrupt_block(b, "positions", err);
+            l->pos[k] = (uint32_t)acc;
+        }
+    }
+    l->poff[l->nv] = k;
+    l->np = k;
+    b->decoded = IDX_DEC_POS;
+    return KVFTS_OK;
+}
+
+int idx_block_need(idx_block *b, int level, kv_err *err)
+{
+    int rc = KVFTS_OK;
+    if (level >= IDX_DEC_VIEWS && b->decoded < IDX_DEC_VIEWS)
+        rc = decode_views(b, b->ncols, err);
+    if (!rc && level >= IDX_DEC_POS && b->l.positions &&
+        b->decoded < IDX_DEC_POS)
+        rc = decode_positions(b, err);
+    return rc;
+}
+
+int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
+                     size_t len, uint32_t ncols, int level, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    blk_head h;
+    idx_plist *l = &b->l;
+    l->n = 0;
+    if (!head_read(&p, end, &h))
+        goto bad;
+    size_t avail = (size_t)(end - p);
+    if (h.span > UINT32_MAX - first || (h.n == 1 && h.span != 0) ||
+        (h.n > 1 && h.span < h.n - 1) || h.idb > avail ||
+        h.vcb > avail - h.idb || h.vxb > avail - h.idb - h.vcb ||
+        h.tfb > avail - h.idb - h.vcb - h.vxb ||
+        h.posb != avail - h.idb - h.vcb - h.vxb - h.tfb ||
+        (!(h.flags & IDX_B_POSITIONS) && h.posb) ||
+        idx_svb_size(p, h.idb, h.n - 1, false) != h.idb ||
+        (!(h.flags & IDX_B_ONEVIEW) &&
+         idx_svb_size(p + h.idb, h.vcb, h.n, true) != h.vcb))
+        goto bad;
+    int rc = idx_plist_reserve(l, h.n, 0, 0, err);
+    if (rc)
+        return rc;
+    /* The decoder may load past the end of a stream: decode from a copy
+     * with slack, kept by the block so that the later stages (views,
+     * positions) decode from it when they are first needed. */
+    size_t need = avail + IDX_SLACK;
+    if (need > b->tmpcap) {
+        unsigned char *t = kv_realloc(b->tmp, need * 2);
+        if (!t)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        b->tmp = t;
+        b->tmpcap = need * 2;
+    }
+    memcpy(b->tmp, p, avail);
+    b->idb = (size_t)h.idb;
+    b->vcb = (size_t)h.vcb;
+    b->vxb = (size_t)h.vxb;
+    b->tfb = (size_t)h.tfb;
+    b->posb = (size_t)h.posb;
+    l->ids[0] = first;
+    if (h.n > 1)
+        idx_svb_delta_decode(b->tmp, l->ids + 1, h.n - 1, first);
+    for (uint32_t i = 1; i < h.n; i++)
+        if (l->ids[i] <= l->ids[i - 1])
+            goto bad;
+    if (l->ids[h.n - 1] != first + h.span)
+        goto bad;
+    l->n = h.n;
+    l->nv = l->np = 0;
+    l->positions = h.flags & IDX_B_POSITIONS;
+    b->oneview = h.flags & IDX_B_ONEVIEW;
+    b->max_tf = h.max_tf;
+    b->colmask = h.colmask;
+    b->ncols = ncols;
+    b->decoded = IDX_DEC_IDS;
+    return idx_block_need(b, level, err);
+bad:
+    l->n = 0;
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt postings block (%zu "
+                     "bytes, first id %u)", len, first);
+}
+
+int idx_block_encode(const idx_plist *l, uint32_t from, uint32_t to,
+                     kv_buf *out, kv_buf *scratch, kv_err *err)
+{
+    uint32_t n = to - from, first = l->ids[from];
+    uint32_t v0 = l->vstart[from], v1 = l->vstart[to], nv = v1 - v0;
+    uint64_t npos = l->positions ? (uint64_t)l->poff[v1] - l->poff[v0] : 0;
+    bool oneview = nv == n;
+    uint32_t max_tf = 0;
+    uint64_t mask = 0;
+    for (uint32_t i = from; i < to; i++) {
+        uint64_t sum = 0;
+        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++) {
+            sum += l->vtf[v];
+            mask |= 1ull << (l->vcol[v] < 63 ? l->vcol[v] : 63);
+            if (l->vcol[v] != 0)
+                oneview = false;
+        }
+        if (sum > max_tf)
+            max_tf = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+    }
+    /* Scratch: u32 values for each stream, then the streams. */
+    uint64_t vals = (uint64_t)n + nv + nv + npos + 4;
+    size_t sbytes = streamvbyte_max_compressedbytes(n) * 2 +
+                    streamvbyte_max_compressedbytes(nv) * 2 +
+                    streamvbyte_max_compressedbytes((uint32_t)npos) + 64;
+    kv_buf_reset(scratch);
+    int rc = kv_buf_reserve(scratch, vals * 4 + sbytes, err);
+    if (rc)
+        return rc;
+    uint32_t *tmp = (uint32_t *)(void *)scratch->data;
+    unsigned char *st = (unsigned char *)scratch->data + vals * 4;
+    size_t idb = n > 1 ? streamvbyte_delta_encode(l->ids + from + 1, n - 1,
+                                                  st, first) : 0;
+    size_t vcb = 0, vxb = 0;
+    if (!oneview) {
+        for (uint32_t i = 0; i < n; i++)
+            tmp[i] = l->vstart[from + i + 1] - l->vstart[from + i] - 1;
+        vcb = streamvbyte_encode_0124(tmp, n, st + idb);
+        vxb = streamvbyte_encode(l->vcol + v0, nv, st + idb + vcb);
+    }
+    for (uint32_t v = 0; v < nv; v++)
+        tmp[v] = l->vtf[v0 + v] - 1;
+    size_t tfb = streamvbyte_encode_0124(tmp, nv, st + idb + vcb + vxb);
+    size_t posb = 0;
+    if (npos) {
+        uint32_t k = 0;
+        for (uint32_t v = v0; v < v1; v++) {
+            uint32_t prev = 0;
+            for (uint32_t j = l->poff[v]; j < l->poff[v] + l->vtf[v]; j++) {
+                tmp[k++] = l->pos[j] - prev;
+                prev = l->pos[j];
+            }
+        }
+        posb = streamvbyte_encode(tmp, (uint32_t)npos,
+                                  st + idb + vcb + vxb + tfb);
+    }
+    size_t body = idb + vcb + vxb + tfb + posb;
+    rc = kv_buf_reserve(out, 2 + 10 * 9 + body, err);
+    if (rc)
+        return rc;
+    unsigned char *p = (unsigned char *)out->data + out->len;
+    size_t k = 0;
+    p[k++] = IDX_VERSION;
+    p[k++] = (unsigned char)((l->positions ? IDX_B_POSITIONS : 0) |
+                             (oneview ? IDX_B_ONEVIEW : 0));
+    k += idx_varint_put(p + k, n);
+    k += idx_varint_put(p + k, l->ids[to - 1] - first);
+    k += idx_varint_put(p + k, max_tf);
+    k += idx_varint_put(p + k, mask);
+    k += idx_varint_put(p + k, idb);
+    k += idx_varint_put(p + k, vcb);
+    k += idx_varint_put(p + k, vxb);
+    k += idx_varint_put(p + k, tfb);
+    k += idx_varint_put(p + k, posb);
+    memcpy(p + k, st, body);
+    out->len += k + body;
+    return KVFTS_OK;
+}
+
+/* ---- term entries -------------------------------------------------------- */
+
+void idx_entry_init(idx_entry *e)
+{
+    memset(e, 0, sizeof *e);
+}
+
+void idx_entry_free(idx_entry *e)
+{
+    kv_free(e->cols);
+    kv_free(e->df);
+    kv_free(e->ndelc);
+    memset(e, 0, sizeof *e);
+}
+
+static int entry_reserve(idx_entry *e, uint32_t ncols, kv_err *err)
+{
+    if (ncols <= e->ccap)
+        return KVFTS_OK;
+    uint32_t c = e->ccap;
+    int rc = idx__grow(&e->cols, &c, ncols, 4, err);
+    c = e->ccap;
+    if (!rc)
+        rc = idx__grow(&e->df, &c, ncols, 8, err);
+    c = e->ccap;
+    if (!rc)
+        rc = idx__grow(&e->ndelc, &c, ncols, 8, err);
+    if (!rc)
+        e->ccap = c;
+    return rc;
+}
+
+int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t flags, ncols;
+    if (!idx_varint_get(&p, end, &flags) ||
+        (flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_EXTERNAL | IDX_E_DELS |
+                             IDX_E_ONECOL)) ||
+        !idx_varint_get(&p, end, &ncols) || ncols == 0 || ncols > len)
+        goto bad;
+    int rc = entry_reserve(e, (uint32_t)ncols, err);
+    if (rc)
+        return rc;
+    e->flags = (uint32_t)flags;
+    e->ncols = (uint32_t)ncols;
+    uint64_t col = 0;
+    for (uint32_t i = 0; i < e->ncols; i++) {
+        uint64_t g;
+        if (!idx_varint_get(&p, end, &g) || (i && g == 0) ||
+            g > UINT32_MAX - col)
+            goto bad;
+        col += g;
+        e->cols[i] = (uint32_t)col;
+    }
+    if ((flags & IDX_E_ONECOL) && e->ncols != 1)
+        goto bad;
+    if (!idx_varint_get(&p, end, &e->ndocs) ||
+        !idx_varint_get(&p, end, &e->df_all) || e->df_all > e->ndocs)
+        goto bad;
+    for (uint32_t i = 0; i < e->ncols; i++)
+        if (!idx_varint_get(&p, end, &e->df[i]) || e->df[i] > e->ndocs)
+            goto bad;
+    e->ndel = e->ndel_all = 0;
+    e->dels = NULL;
+    e->dels_len = 0;
+    memset(e->ndelc, 0, (size_t)e->ncols * 8);
+    if (flags & IDX_E_DELS) {
+        if (!idx_varint_get(&p, end, &e->ndel) || e->ndel == 0 ||
+            e->ndel > len || !idx_varint_get(&p, end, &e->ndel_all) ||
+            e->ndel_all > e->ndel)
+            goto bad;
+        for (uint32_t i = 0; i < e->ncols; i++)
+            if (!idx_varint_get(&p, end, &e->ndelc[i]) ||
+                e->ndelc[i] > e->ndel)
+                goto bad;
+        e->dels = p;
+        uint64_t id = 0, g;
+        for (uint64_t k = 0; k < e->ndel; k++)
+            if (!idx_varint_get(&p, end, &g) || (k && g == 0) ||
+                g > UINT32_MAX - id)
+                goto bad;
+            else
+                id += g;
+        e->dels_len = (size_t)(p - e->dels);
+    }
+    e->blk = NULL;
+    e->blk_len = 0;
+    e->nblocks = 0;
+    e->first = e->last = e->max_tf = 0;
+    if (e->ndocs == 0) {
+        if ((flags & IDX_E_EXTERNAL) || !(flags & IDX_E_DELS) || p != end)
+            goto bad;
+        return KVFTS_OK;
+    }
+    uint32_t span;
+    if (!get_u32(&p, end, UINT32_MAX, &e->first) || e->first == 0 ||
+        !get_u32(&p, end, UINT32_MAX - e->first, &span) ||
+        !get_u32(&p, end, UINT32_MAX, &e->max_tf) || e->max_tf == 0 ||
+        (uint64_t)span + 1 < e->ndocs)
+        goto bad;
+    e->last = e->first + span;
+    if (flags & IDX_E_EXTERNAL) {
+        if (!get_u32(&p, end, UINT32_MAX, &e->nblocks) || e->nblocks == 0 ||
+            e->nblocks > e->ndocs || p != end)
+            goto bad;
+    } else {
+        uint64_t bl;
+        if (!idx_varint_get(&p, end, &bl) || bl != (uint64_t)(end - p) ||
+            e->ndocs > IDX_BLOCK_MAX)
+            goto bad;
+        e->blk = (const char *)p;
+        e->blk_len = (size_t)bl;
+    }
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt term entry (%zu bytes)",
+                     len);
+}
+
+int idx_entry_encode(const idx_entry *e, kv_buf *out, kv_err *err)
+{
+    int rc = idx_buf_varint(out, e->flags, err);
+    if (!rc)
+        rc = idx_buf_varint(out, e->ncols, err);
+    for (uint32_t i = 0; !rc && i < e->ncols; i++)
+        rc = idx_buf_varint(out, e->cols[i] - (i ? e->cols[i - 1] : 0), err);
+    if (!rc)
+        rc = idx_buf_varint(out, e->ndocs, err);
+    if (!rc)
+        rc = idx_buf_varint(out, e->df_all, err);
+    for (uint32_t i = 0; !rc && i < e->ncols; i++)
+        rc = idx_buf_varint(out, e->df[i], err);
+    if (!rc && (e->flags & IDX_E_DELS)) {
+        rc = idx_buf_varint(out, e->ndel, err);
+        if (!rc)
+            rc = idx_buf_varint(out, e->ndel_all, err);
+        for (uint32_t i = 0; !rc && i < e->ncols; i++)
+            rc = idx_buf_varint(out, e->ndelc[i], err);
+        if (!rc)
+            rc = kv_buf_append(out, e->dels, e->dels_len, err);
+    }
+    if (rc || e->ndocs == 0)
+        return rc;
+    rc = idx_buf_varint(out, e->first, err);
+    if (!rc)
+        rc = idx_buf_varint(out, e->last - e->first, err);
+    if (!rc)
+        rc = idx_buf_varint(out, e->max_tf, err);
+    if (!rc && (e->flags & IDX_E_EXTERNAL))
+        return idx_buf_varint(out, e->nblocks, err);
+    if (!rc)
+        rc = idx_buf_varint(out, e->blk_len, err);
+    if (!rc)
+        rc = kv_buf_append(out, e->blk, e->blk_len, err);
+    return rc;
+}
+
+long idx_entry_col(const idx_entry *e, uint32_t col)
+{
+    uint32_t lo = 0, hi = e->ncols;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (e->cols[mid] < col)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < e->ncols && e->cols[lo] == col ? (long)lo : -1;
+}
+
+int idx_entry_dels(const idx_entry *e, uint32_t **ids, uint32_t *cap,
+                   kv_err *err)
+{
+    if (e->ndel == 0)
+        return KVFTS_OK;
+    int rc = idx__grow(ids, cap, e->ndel, 4, err);
+    if (rc)
+        return rc;
+    const unsigned char *p = e->dels, *end = p + e->dels_len;
+    uint64_t id = 0, g;
+    for (uint64_t k = 0; k < e->ndel; k++) {
+        if (!idx_varint_get(&p, end, &g))     /* checked by the decoder */
+            return kv_seterr(err, KVFTS_ECORRUPT, "corrupt deletions");
+        id += g;
+        (*ids)[k] = (uint32_t)id;
+    }
+    return KVFTS_OK;
+}
+
+/* ---- dictionary chunks --------------------------------------------------- */
+
+void idx_chunk_it_init(idx_chunk_it *it)
+{
+    memset(it, 0, sizeof *it);
+}
+
+void idx_chunk_it_free(idx_chunk_it *it)
+{
+    kv_buf_free(&it->term);
+    memset(it, 0, sizeof *it);
+}
+
+int idx_chunk_open(idx_chunk_it *it, const char *buf, size_t len,
+                   kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint32_t n, ord;
+    if (len < 1 || p[0] != IDX_VERSION)
+        goto bad;
+    p++;
+    if (!get_u32(&p, end, (uint32_t)len, &n) || n == 0 ||
+        !get_u32(&p, end, UINT32_MAX - n, &ord))
+        goto bad;
+    it->p = p;
+    it->end = end;
+    it->left = n;
+    it->ord = ord - 1;     /* the first next() makes it ord */
+    kv_buf_reset(&it->term);
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt dictionary chunk (%zu "
+                     "bytes)", len);
+}
+
+int idx_chunk_next(idx_chunk_it *it, kv_err *err)
+{
+    if (it->left == 0)
+        return it->p == it->end ? KVFTS_ITEROVER
+                                : kv_seterr(err, KVFTS_ECORRUPT, "corrupt "
+                                            "dictionary chunk (trailing "
+                                            "bytes)");
+    uint64_t shared, sl, bl;
+    const unsigned char *p = it->p;
+    if (!idx_varint_get(&p, it->end, &shared) || shared > it->term.len ||
+        !idx_varint_get(&p, it->end, &sl) ||
+        sl > (uint64_t)(it->end - p) || shared + sl == 0)
+        goto bad;
+    it->term.len = (size_t)shared;
+    int rc = kv_buf_append(&it->term, p, (size_t)sl, err);
+    if (rc)
+        return rc;
+    p += sl;
+    if (!idx_varint_get(&p, it->end, &bl) || bl > (uint64_t)(it->end - p))
+        goto bad;
+    it->body = (const char *)p;
+    it->body_len = (size_t)bl;
+    it->p = p + bl;
+    it->left--;
+    it->ord++;
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt dictionary chunk (entry "
+                     "%u)", it->ord + 1);
+}
+
+void idx_chunk_w_init(idx_chunk_w *c)
+{
+    memset(c, 0, sizeof *c);
+}
+
+void idx_chunk_w_free(idx_chunk_w *c)
+{
+    kv_buf_free(&c->buf);
+    kv_buf_free(&c->first);
+    kv_buf_free(&c->last);
+    memset(c, 0, sizeof *c);
+}
+
+void idx_chunk_w_reset(idx_chunk_w *c, uint32_t ord0)
+{
+    kv_buf_reset(&c->buf);
+    kv_buf_reset(&c->first);
+    kv_buf_reset(&c->last);
+    c->n = 0;
+    c->ord0 = ord0;
+}
+
+int idx_chunk_w_add(idx_chunk_w *c, const char *term, size_t tlen,
+                    const char *body, size_t blen, kv_err *err)
+{
+    size_t shared = 0, m = tlen < c->last.len ? tlen : c->last.len;
+    while (shared < m && c->last.data[shared] == term[shared])
+        shared++;
+    int rc = KVFTS_OK;
+    if (c->n == 0) {
+        shared = 0;
+        kv_buf_reset(&c->first);
+        rc = kv_buf_append(&c->first, term, tlen, err);
+    }
+    if (!rc)
+        rc = idx_buf_varint(&c->buf, shared, err);
+    if (!rc)
+        rc = idx_buf_varint(&c->buf, tlen - shared, err);
+    if (!rc)
+        rc = kv_buf_append(&c->buf, term + shared, tlen - shared, err);
+    if (!rc)
+        rc = idx_buf_varint(&c->buf, blen, err);
+    if (!rc)
+        rc = kv_buf_append(&c->buf, body, blen, err);
+    if (!rc) {
+        kv_buf_reset(&c->last);
+        rc = kv_buf_append(&c->last, term, tlen, err);
+    }
+    if (!rc)
+        c->n++;
+    return rc;
+}
+
+int idx_chunk_w_finish(idx_chunk_w *c, kv_buf *out, kv_err *err)
+{
+    kv_buf_reset(out);
+    int rc = kv_buf_reserve(out, 1 + 20 + c->buf.len, err);
+    if (rc)
+        return rc;
+    out->data[0] = IDX_VERSION;
+    out->len = 1;
+    rc = idx_buf_varint(out, c->n, err);
+    if (!rc)
+        rc = idx_buf_varint(out, c->ord0, err);
+    if (!rc)
+        rc = kv_buf_append(out, c->buf.data, c->buf.len, err);
+    return rc;
+}
+
+/* ---- the segment list ---------------------------------------------------- */
+
+void idx_segs_free(idx_segs *s)
+{
+    kv_free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err)
+{
+    int rc = idx__grow(&s->v, &s->cap, (uint64_t)s->n + 1, sizeof *s->v,
+                       err);
+    if (!rc)
+        s->v[s->n++] = *g;
+    return rc;
+}
+
+/* Keys begin with the segment id, and Berkeley DB fills a B-tree's pages
+ * only where keys are appended at its very end: a split elsewhere leaves
+ * two half-full pages, and keys appended after it fill the right one only.
+ * So that a segment's records (and above all a merge's, the big ones) are
+ * written at the end of postings.db and terms.db, a merge's segment gets
+ * IDX_SEG_HIGH, and so does a flush's while no merge is under way; a flush
+ * during a merge (whose output is still being appended at the end) gets an
+ * id below every IDX_SEG_HIGH one, in the middle, half-filling pages of a
+ * small segment that the next merge rewrites.  (Age is the segment list's
+ * order, never the id's.) */
+int idx_seg_new_id(kv_txn *txn, bool merge, uint32_t *id, kv_err *err)
+{
+    bool high = merge;
+    if (!merge) {
+        kv_buf v = KV_BUF_INIT;
+        int rc = kv_get(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY),
+                        &v, false, err);
+        kv_buf_free(&v);
+        if (rc && rc != KVFTS_ENOTFOUND)
+            return rc;
+        high = rc == KVFTS_ENOTFOUND;
+    }
+    uint64_t n;
+    int rc = kv_seq_next(txn, IDX_SEG_SEQ, &n, err);
+    if (!rc && n >= IDX_SEG_HIGH)
+        rc = kv_seterr(err, KVFTS_ERROR, "segment ids exhausted");
+    if (!rc)
+        *id = (uint32_t)n | (high ? IDX_SEG_HIGH : 0);
+    return rc;
+}
+
+int idx_segs_decode(idx_segs *s, const char *buf, size_t len, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint32_t n;
+    s->n = 0;
+    if (len < 1 || p[0] != IDX_VERSION)
+        goto bad;
+    p++;
+    if (!get_u32(&p, end, (uint32_t)len, &n))
+        goto bad;
+    for (uint32_t i = 0; i < n; i++) {
+        idx_seg g;
+        uint32_t span;
+        if (!get_u32(&p, end, UINT32_MAX, &g.id) || g.id == 0 ||
+            !get_u32(&p, end, 64, &g.level) ||
+            !idx_varint_get(&p, end, &g.docs) ||
+            !idx_varint_get(&p, end, &g.dels) ||
+            !idx_varint_get(&p, end, &g.terms) ||
+            !idx_varint_get(&p, end, &g.bytes) ||
+            !get_u32(&p, end, UINT32_MAX, &g.min_id) ||
+            !get_u32(&p, end, UINT32_MAX - g.min_id, &span))
+            goto bad;
+        g.max_id = g.min_id + span;
+        for (uint32_t j = 0; j < s->n; j++)
+            if (s->v[j].id == g.id)
+                goto bad;
+        int rc = idx_segs_push(s, &g, err);
+        if (rc)
+            return rc;
+    }
+    if (p != end)
+        goto bad;
+    return KVFTS_OK;
+bad:
+    s->n = 0;
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt segment list (%zu bytes)",
+                     len);
+}
+
+int idx_segs_encode(const idx_segs *s, kv_buf *out, kv_err *err)
+{
+    kv_buf_reset(out);
+    int rc = kv_buf_append(out, "\x02", 1, err);
+    if (!rc)
+        rc = idx_buf_varint(out, s->n, err);
+    for (uint32_t i = 0; !rc && i < s->n; i++) {
+        const idx_seg *g = &s->v[i];
+        uint64_t v[8] = { g->id, g->level, g->docs, g->dels, g->terms,
+                          g->bytes, g->min_id, g->max_id - g->min_id };
+        for (int k = 0; !rc && k < 8; k++)
+            rc = idx_buf_varint(out, v[k], err);
+    }
+    return rc;
+}
+
+int idx_segs_read(idx_segs *s, kv_txn *txn, bool for_update, kv_err *err)
+{
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_get(txn, KV_META, IDX_SEGS_KEY, strlen(IDX_SEGS_KEY), &v,
+                    for_update, err);
+    if (rc == KVFTS_ENOTFOUND) {
+        s->n = 0;
+        rc = KVFTS_OK;
+    } else if (!rc) {
+        rc = idx_segs_decode(s, v.data, v.len, err);
+    }
+    kv_buf_free(&v);
+    return rc;
+}
+
+int idx_segs_write(const idx_segs *s, kv_txn *txn, kv_err *err)
+{
+    kv_buf v = KV_BUF_INIT;
+    int rc = idx_segs_encode(s, &v, err);
+    if (!rc)
+        rc = kv_put(txn, KV_META, IDX_SEGS_KEY, strlen(IDX_SEGS_KEY), v.data,
+                    v.len, err);
+    kv_buf_free(&v);
+    return rc;
+}
+
+/* ---- document lengths and field records --------------------------------- */
+
+int idx_lens_encode(const idx_len *lens, size_t n, kv_buf *out, kv_err *err)
+{
+    kv_buf_reset(out);
+    int rc = kv_buf_reserve(out, 1 + 10 + n * 20, err);
+    if (rc)
+        return rc;
+    unsigned char *p = (unsigned char *)out->data;
+    size_t k = 0;
+    p[k++] = 1;
+    k += idx_varint_put(p + k, n);
+    for (size_t i = 0; i < n; i++) {
+        k += idx_varint_put(p + k, lens[i].field_id);
+        k += idx_varint_put(p + k, lens[i].len);
+    }
+    out->len = k;
+    return KVFTS_OK;
+}
+
+int idx_lens_find(const char *buf, size_t len, uint32_t field_id,
+                  uint32_t *out, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t n, id, l;
+    *out = 0;
+    if (len < 1 || p[0] != 1)
+        goto bad;
+    p++;
+    if (!idx_varint_get(&p, end, &n) || n > len)
+        goto bad;
+    /* Ranking asks for one field's length per matching document: stop at
+     * it.  The pairs before it are checked; the record's end is checked
+     * when the field is absent. */
+    for (uint64_t i = 0; i < n; i++) {
+        if (!idx_varint_get(&p, end, &id) || !idx_varint_get(&p, end, &l) ||
+            l > UINT32_MAX)
+            goto bad;
+        if (id == field_id) {
+            *out = (uint32_t)l;
+            return KVFTS_OK;
+        }
+    }
+    if (p != end)
+        goto bad;
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt document lengths record");
+}
+
+int idx_lens_decode(const char *buf, size_t len, idx_len **out, uint32_t *n,
+                    uint32_t *cap, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t cnt;
+    *n = 0;
+    if (len < 1 || p[0] != 1)
+        goto bad;
+    p++;
+    if (!idx_varint_get(&p, end, &cnt) || cnt > len)
+        goto bad;
+    int rc = idx__grow(out, cap, cnt, sizeof **out, err);
+    if (rc)
+        return rc;
+    for (uint64_t i = 0; i < cnt; i++) {
+        uint32_t id, l;
+        if (!get_u32(&p, end, UINT32_MAX, &id) ||
+            !get_u32(&p, end, UINT32_MAX, &l))
+            goto bad;
+        (*out)[i] = (idx_len){ id, l };
+    }
+    if (p != end)
+        goto bad;
+    *n = (uint32_t)cnt;
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt document lengths record");
+}
+
+int idx_field_encode(const idx_field *f, kv_buf *out, kv_err *err)
+{
+    kv_buf_reset(out);
+    int rc = kv_buf_reserve(out, 30, err);
+    if (rc)
+        return rc;
+    unsigned char *p = (unsigned char *)out->data;
+    size_t k = idx_varint_put(p, f->id);
+    k += idx_varint_put(p + k, f->docs);
+    k += idx_varint_put(p + k, f->total_len);
+    out->len = k;
+    return KVFTS_OK;
+}
+
+int idx_field_decode(const char *buf, size_t len, idx_field *f, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t id;
+    if (!idx_varint_get(&p, end, &id) || id == 0 || id > (UINT32_MAX >> 2) ||
+        !idx_varint_get(&p, end, &f->docs) ||
+        !idx_varint_get(&p, end, &f->total_len) || p != end)
+        return kv_seterr(err, KVFTS_ECORRUPT, "corrupt field record");
+    f->id = (uint32_t)id;
+    return KVFTS_OK;
+}

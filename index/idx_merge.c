@@ -1,0 +1,784 @@
+/*
+ * idx_merge.c -- merging segments: the policy, and merges done in bounded,
+ * resumable steps.
+ *
+ * Policy (tiered by level, as SQLite FTS5's automerge): a batch's segment
+ * is level 0; when MERGE_FACTOR segments of one level stand side by side at
+ * the young end of the list, they are merged into one segment of the next
+ * level, in their place.  Levels never increase towards the young end, so
+ * the segments of a level are always neighbours, and a merge keeps the
+ * list in age order, which deletions depend on (a deletion cancels postings
+ * in older segments only).  With a factor of 8 a posting is rewritten about
+ * log8(documents / batch) times, and the index has at most 7 segments a
+ * level.  `kvfts optimize` merges every segment into one.
+ *
+ * Steps.  A merge is spread over transactions that each write at most
+ * about max_bytes, so that no transaction's write set (and no cache) has to
+ * hold a whole segment, and readers and writers go on in between.  Its
+ * state is one record in meta.db ("merge"): the input segments, the output
+ * segment's id, the last term written, and counts; a step continues after
+ * that term, and a crash loses at most the step under way.  The output
+ * segment is listed only by the step that writes its last term, which
+ * replaces the inputs in the segment list in the same transaction; later
+ * steps drop the inputs' records, a bounded number of bytes at a time.
+ * Until then readers see the inputs (their snapshots keep them anyway).
+ *
+ * Per term, the inputs' postings are merged by doc id: for a document
+ * with postings in several inputs the newest survives, and a deletion in
+ * the run cancels the posting it was made for (the newest older one in the
+ * run) together with itself; deletions whose posting is older than the run
+ * are kept.  Postings stream through one block of each input at a time, so
+ * a term of millions of postings never sits in memory whole.
+ */
+#include "idx_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MERGE_FACTOR 8
+#define OUT_CHUNK 1024     /* postings handed to the writer at a time */
+
+/* ---- the merge state (meta.db "merge") ------------------------------------ */
+
+enum { PHASE_WRITE = 0, PHASE_DROP = 1 };
+
+typedef struct mstate {
+    uint32_t out;          /* output segment id */
+    uint32_t level;        /* its level */
+    uint32_t nin;
+    uint32_t *in;          /* input segment ids, oldest first */
+    uint32_t phase;
+    uint32_t ord;          /* next term ordinal of the output */
+    kv_buf last;           /* last term written ("" before the first) */
+    bool started;          /* a term was written */
+    idx_seg acc;           /* the output's counts so far */
+    uint64_t total;        /* input bytes */
+    uint64_t done;         /* bytes of terms written so far (approx.) */
+    uint32_t dropped;      /* inputs whose records are gone */
+} mstate;
+
+static void mstate_free(mstate *m)
+{
+    kv_free(m->in);
+    kv_buf_free(&m->last);
+    memset(m, 0, sizeof *m);
+}
+
+static int mstate_encode(const mstate *m, kv_buf *out, kv_err *err)
+{
+    kv_buf_reset(out);
+    int rc = kv_buf_append(out, "\x02", 1, err);
+    uint64_t head[] = { m->out, m->level, m->nin, m->phase, m->ord,
+                        m->started, m->acc.docs, m->acc.dels, m->acc.terms,
+                        m->acc.bytes, m->acc.min_id, m->acc.max_id, m->total,
+                        m->done, m->dropped };
+    for (size_t i = 0; !rc && i < sizeof head / sizeof head[0]; i++)
+        rc = idx_buf_varint(out, head[i], err);
+    for (uint32_t i = 0; !rc && i < m->nin; i++)
+        rc = idx_buf_varint(out, m->in[i], err);
+    if (!rc)
+        rc = idx_buf_varint(out, m->last.len, err);
+    if (!rc)
+        rc = kv_buf_append(out, m->last.data ? m->last.data : "",
+                           m->last.len, err);
+    return rc;
+}
+
+static int mstate_decode(mstate *m, const char *buf, size_t len, kv_err *err)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    uint64_t v[15];
+    if (len < 1 || p[0] != 2)
+        goto bad;
+    p++;
+    for (size_t i = 0; i < 15; i++)
+        if (!idx_varint_get(&p, end, &v[i]))
+            goto bad;
+    if (v[0] == 0 || v[0] > UINT32_MAX || v[2] == 0 || v[2] > len ||
+        v[3] > PHASE_DROP || v[4] > UINT32_MAX || v[10] > UINT32_MAX ||
+        v[11] > UINT32_MAX || v[14] > v[2])
+        goto bad;
+    m->out = (uint32_t)v[0];
+    m->level = (uint32_t)v[1];
+    m->nin = (uint32_t)v[2];
+    m->phase = (uint32_t)v[3];
+    m->ord = (uint32_t)v[4];
+    m->started = v[5] != 0;
+    m->acc = (idx_seg){ m->out, m->level, v[6], v[7], v[8], v[9],
+                        (uint32_t)v[10], (uint32_t)v[11] };
+    m->total = v[12];
+    m->done = v[13];
+    m->dropped = (uint32_t)v[14];
+    m->in = kv_calloc(m->nin, sizeof *m->in);
+    if (!m->in)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < m->nin; i++) {
+        uint64_t id;
+        if (!idx_varint_get(&p, end, &id) || id == 0 || id > UINT32_MAX)
+            goto bad;
+        m->in[i] = (uint32_t)id;
+    }
+    uint64_t tl;
+    if (!idx_varint_get(&p, end, &tl) || tl != (uint64_t)(end - p))
+        goto bad;
+    kv_buf_reset(&m->last);
+    return kv_buf_append(&m->last, p, (size_t)tl, err);
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt merge state (%zu bytes)",
+                     len);
+}
+
+static int mstate_read(mstate *m, kv_txn *txn, bool *have, kv_err *err)
+{
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_get(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), &v,
+                    true, err);
+    *have = rc == KVFTS_OK;
+    if (rc == KVFTS_ENOTFOUND)
+        rc = KVFTS_OK;
+    else if (!rc)
+        rc = mstate_decode(m, v.data, v.len, err);
+    kv_buf_free(&v);
+    return rc;
+}
+
+static int mstate_write(const mstate *m, kv_txn *txn, kv_err *err)
+{
+    kv_buf v = KV_BUF_INIT;
+    int rc = mstate_encode(m, &v, err);
+    if (!rc)
+        rc = kv_put(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY),
+                    v.data, v.len, err);
+    kv_buf_free(&v);
+    return rc;
+}
+
+/* ---- the policy --------------------------------------------------------- */
+
+/* The run to merge: *start, *n (0: nothing to do). */
+static void choose_run(const idx_segs *s, bool all, uint32_t *start,
+                       uint32_t *n)
+{
+    *start = *n = 0;
+    if (all) {
+        bool dels = false;
+        for (uint32_t i = 0; i < s->n; i++)
+            dels |= s->v[i].dels > 0;
+        if (s->n > 1 || (s->n == 1 && dels))
+            *n = s->n;
+        return;
+    }
+    /* From the young end: the first level with MERGE_FACTOR neighbours. */
+    uint32_t i = s->n;
+    while (i > 0) {
+        uint32_t j = i - 1, level = s->v[j].level;
+        while (j > 0 && s->v[j - 1].level == level)
+            j--;
+        if (i - j >= MERGE_FACTOR) {
+            *start = i - MERGE_FACTOR;
+            *n = MERGE_FACTOR;
+            return;
+        }
+        i = j;
+    }
+}
+
+/* ---- per term: the inputs' postings merged ------------------------------- */
+
+/* One input's postings of the current term, a block at a time. */
+typedef struct input {
+    uint32_t seg, rank;
+    idx_seg_walk *w;
+    bool have;             /* w is on an entry of the current term */
+    const idx_entry *e;
+    uint32_t ord;
+    const char *term;
+    size_t tlen;
+    bool done;             /* the segment has no more terms */
+    /* streaming the entry's postings */
+    kv_cursor *bc;
+    idx_block blk;
+    uint32_t i;            /* next doc in blk */
+    bool blk_have;
+    bool ended;            /* no more postings for this term */
+    uint32_t *map;         /* entry column index -> output index */
+    uint32_t mcap;
+} input;
+
+typedef struct merger {
+    kv_txn *txn;
+    mstate *m;
+    input *in;
+    uint32_t nin;
+    idx_segw *w;
+    /* the current term */
+    uint32_t *table;
+    uint32_t ntab, tcap;
+    uint32_t *dels;        /* all the inputs' deletions: ids */
+    uint32_t *drank;       /* and ranks */
+    uint32_t ndel, dcap, rcap;
+    uint32_t *keep;        /* deletions kept */
+    uint32_t nkeep, kcap;
+    uint64_t *ndelc;       /* per output column */
+    uint32_t ndcap;
+    uint64_t ndel_all;
+    idx_plist out;         /* postings on their way to the writer */
+    uint32_t *idbuf;
+    uint32_t idcap;
+} merger;
+
+static void input_free(input *x)
+{
+    idx_seg_walk_close(x->w);
+    kv_cursor_close(x->bc);
+    idx_block_free(&x->blk);
+    kv_free(x->map);
+}
+
+/* Move x's walker to its next entry. */
+static int input_advance(input *x, kv_err *err)
+{
+    int rc = idx_seg_walk_next(x->w, &x->term, &x->tlen, &x->e, &x->ord,
+                               err);
+    if (rc == KVFTS_ITEROVER) {
+        x->done = true;
+        return KVFTS_OK;
+    }
+    return rc;
+}
+
+static uint32_t out_index(const merger *g, uint32_t col)
+{
+    uint32_t lo = 0, hi = g->ntab;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (g->table[mid] < col)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Load x's next block of the term (x->ended when none is left). */
+static int input_block(input *x, kv_txn *txn, kv_err *err)
+{
+    const idx_entry *e = x->e;
+    x->i = 0;
+    if (!(e->flags & IDX_E_EXTERNAL)) {
+        if (x->blk_have) {
+            x->ended = true;
+            return KVFTS_OK;
+        }
+        x->blk_have = true;
+        return idx_block_decode(&x->blk, e->first, e->blk, e->blk_len,
+                                e->ncols, IDX_DEC_POS, err);
+    }
+    int rc;
+    if (!x->blk_have) {
+        x->blk_have = true;
+        if (!x->bc && (rc = kv_cursor_open(&x->bc, txn, KV_POSTINGS, err)))
+            return rc;
+        unsigned char key[13];
+        idx_key_block(key, x->seg, x->ord, 0);
+        rc = kv_cursor_seek(x->bc, key, sizeof key, err);
+    } else {
+        rc = kv_cursor_next(x->bc, err);
+    }
+    if (rc == KVFTS_ITEROVER) {
+        x->ended = true;
+        return KVFTS_OK;
+    }
+    if (rc)
+        return rc;
+    const char *k, *v;
+    size_t kl, vl;
+    kv_cursor_key(x->bc, &k, &kl);
+    unsigned char pfx[9];
+    kv_put_be32(pfx, x->seg);
+    pfx[4] = 'B';
+    kv_put_be32(pfx + 5, x->ord);
+    if (kl != 13 || memcmp(k, pfx, 9) != 0) {
+        x->ended = true;
+        return KVFTS_OK;
+    }
+    kv_cursor_val(x->bc, &v, &vl);
+    return idx_block_decode(&x->blk, kv_get_be32((const unsigned char *)k +
+                                                 9), v, vl, e->ncols,
+                            IDX_DEC_POS, err);
+}
+
+/* x's current posting id (UINT32_MAX when it has none left). */
+static uint32_t input_id(const input *x)
+{
+    return x->have && !x->ended ? x->blk.l.ids[x->i] : UINT32_MAX;
+}
+
+static int input_step(input *x, kv_txn *txn, kv_err *err)
+{
+    if (++x->i < x->blk.l.n)
+        return KVFTS_OK;
+    int rc = input_block(x, txn, err);
+    while (!rc && !x->ended && x->blk.l.n == 0)
+        rc = input_block(x, txn, err);
+    return rc;
+}
+
+typedef struct dref {
+    uint32_t id, rank;
+} dref;
+
+static int dref_cmp(const void *a, const void *b)
+{
+    const dref *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int out_flush(merger *g, kv_err *err)
+{
+    if (g->out.n == 0)
+        return KVFTS_OK;
+    int rc = idx_segw_term_add(g->w, &g->out, 0, g->out.n, err);
+    idx_plist_reset(&g->out, g->out.positions);
+    return rc;
+}
+
+/* Merge the term the inputs in `have` are on. */
+static int merge_term(merger *g, const char *term, size_t tlen, kv_err *err)
+{
+    int rc = KVFTS_OK;
+    bool positions = false;
+    /* The output's columns: the union of the inputs'. */
+    g->ntab = 0;
+    for (uint32_t i = 0; i < g->nin; i++) {
+        input *x = &g->in[i];
+        if (!x->have)
+            continue;
+        positions |= (x->e->flags & IDX_E_POSITIONS) != 0;
+        if ((rc = idx__grow(&g->table, &g->tcap,
+                            (uint64_t)g->ntab + x->e->ncols, 4, err)))
+            return rc;
+        for (uint32_t c = 0; c < x->e->ncols; c++) {
+            uint32_t col = x->e->cols[c], k = out_index(g, col);
+            if (k < g->ntab && g->table[k] == col)
+                continue;
+            memmove(g->table + k + 1, g->table + k,
+                    (size_t)(g->ntab - k) * 4);
+            g->table[k] = col;
+            g->ntab++;
+        }
+    }
+    if ((rc = idx__grow(&g->ndelc, &g->ndcap, (uint64_t)g->ntab + 1, 8,
+                        err)))
+        return rc;
+    memset(g->ndelc, 0, (size_t)g->ntab * 8);
+    g->ndel_all = 0;
+    /* Deletions of the run, with their ranks; counts to start from. */
+    g->ndel = 0;
+    for (uint32_t i = 0; !rc && i < g->nin; i++) {
+        input *x = &g->in[i];
+        if (!x->have)
+            continue;
+        if ((rc = idx__grow(&x->map, &x->mcap, (uint64_t)x->e->ncols + 1, 4,
+                            err)))
+            return rc;
+        for (uint32_t c = 0; c < x->e->ncols; c++) {
+            x->map[c] = out_index(g, x->e->cols[c]);
+            g->ndelc[x->map[c]] += x->e->ndelc[c];
+        }
+        g->ndel_all += x->e->ndel_all;
+        if (!x->e->ndel)
+            continue;
+        rc = idx_entry_dels(x->e, &g->idbuf, &g->idcap, err);
+        uint64_t need = (uint64_t)g->ndel + x->e->ndel;
+        if (!rc)
+            rc = idx__grow(&g->dels, &g->dcap, need, 4, err);
+        if (!rc)
+            rc = idx__grow(&g->drank, &g->rcap, need, 4, err);
+        for (uint64_t k = 0; !rc && k < x->e->ndel; k++) {
+            g->dels[g->ndel] = g->idbuf[k];
+            g->drank[g->ndel++] = x->rank;
+        }
+    }
+    if (!rc && g->ndel > 1) {
+        dref *d = kv_malloc((size_t)g->ndel * sizeof *d);
+        if (!d)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        for (uint32_t k = 0; k < g->ndel; k++)
+            d[k] = (dref){ g->dels[k], g->drank[k] };
+        qsort(d, g->ndel, sizeof *d, dref_cmp);
+        for (uint32_t k = 0; k < g->ndel; k++) {
+            g->dels[k] = d[k].id;
+            g->drank[k] = d[k].rank;
+        }
+        kv_free(d);
+    }
+    if (rc)
+        return rc;
+    rc = idx_segw_term_begin(g->w, term, tlen, g->table, g->ntab, positions,
+                             err);
+    idx_plist_reset(&g->out, positions);
+    g->nkeep = 0;
+    /* Start each input's postings. */
+    for (uint32_t i = 0; !rc && i < g->nin; i++) {
+        input *x = &g->in[i];
+        x->blk_have = x->ended = false;
+        x->blk.l.n = 0;
+        if (!x->have)
+            continue;
+        if (x->e->ndocs == 0) {
+            x->ended = true;
+            continue;
+        }
+        rc = input_block(x, g->txn, err);
+    }
+    uint32_t dat = 0;
+    while (!rc) {
+        uint32_t id = UINT32_MAX;
+        for (uint32_t i = 0; i < g->nin; i++) {
+            uint32_t x = input_id(&g->in[i]);
+            if (x < id)
+                id = x;
+        }
+        /* Deletions of ids before this posting (or all, at the end): no
+         * posting of theirs is in the run: kept. */
+        while (dat < g->ndel && g->dels[dat] < id) {
+            if ((rc = idx__grow(&g->keep, &g->kcap, (uint64_t)g->nkeep + 1,
+                                4, err)))
+                return rc;
+            g->keep[g->nkeep++] = g->dels[dat];
+            dat++;
+        }
+        if (id == UINT32_MAX)
+            break;
+        /* The inputs with a posting of id, oldest first, and the run's
+         * deletions of it: replay them in rank order. */
+        input *live = NULL;
+        uint32_t dk = dat;
+        for (uint32_t i = 0; i < g->nin; i++) {
+            input *x = &g->in[i];
+            if (input_id(x) != id)
+                continue;
+            /* deletions at ranks up to x's apply before x's posting */
+            while (dk < g->ndel && g->dels[dk] == id &&
+                   g->drank[dk] <= x->rank) {
+                if (live) {       /* cancels the live posting: both go */
+                    const idx_plist *l = &live->blk.l;
+                    bool all = false;
+                    for (uint32_t v = l->vstart[live->i];
+                         v < l->vstart[live->i + 1]; v++) {
+                        uint32_t oc = live->map[l->vcol[v]];
+                        if (g->ndelc[oc])
+                            g->ndelc[oc]--;
+                        all |= (g->table[oc] & IDX_KIND_ALL) != 0;
+                    }
+                    if (all && g->ndel_all)
+                        g->ndel_all--;
+                    live = NULL;
+                } else {          /* its posting is older than the run */
+                    if ((rc = idx__grow(&g->keep, &g->kcap,
+                                        (uint64_t)g->nkeep + 1, 4, err)))
+                        return rc;
+                    g->keep[g->nkeep++] = id;
+                }
+                dk++;
+            }
+            live = x;
+        }
+        while (dk < g->ndel && g->dels[dk] == id) {   /* after the last */
+            if (live) {
+                const idx_plist *l = &live->blk.l;
+                bool all = false;
+                for (uint32_t v = l->vstart[live->i];
+                     v < l->vstart[live->i + 1]; v++) {
+                    uint32_t oc = live->map[l->vcol[v]];
+                    if (g->ndelc[oc])
+                        g->ndelc[oc]--;
+                    all |= (g->table[oc] & IDX_KIND_ALL) != 0;
+                }
+                if (all && g->ndel_all)
+                    g->ndel_all--;
+                live = NULL;
+            } else {
+                if ((rc = idx__grow(&g->keep, &g->kcap,
+                                    (uint64_t)g->nkeep + 1, 4, err)))
+                    return rc;
+                g->keep[g->nkeep++] = id;
+            }
+            dk++;
+        }
+        dat = dk;
+        if (live) {
+            rc = idx_plist_copy_doc(&g->out, &live->blk.l, live->i,
+                                    live->map, err);
+            if (!rc && g->out.n >= OUT_CHUNK)
+                rc = out_flush(g, err);
+        }
+        for (uint32_t i = 0; !rc && i < g->nin; i++)
+            if (input_id(&g->in[i]) == id)
+                rc = input_step(&g->in[i], g->txn, err);
+    }
+    if (!rc)
+        rc = out_flush(g, err);
+    /* The kept deletions' counts: what was left after the cancellations
+     * (ndelc and ndel_all were decreased as pairs went). */
+    if (!rc)
+        rc = idx_segw_term_end(g->w, g->keep, g->nkeep, g->ndelc,
+                               g->ndel_all, err);
+    return rc;
+}
+
+static void merger_free(merger *g)
+{
+    for (uint32_t i = 0; i < g->nin; i++)
+        input_free(&g->in[i]);
+    kv_free(g->in);
+    idx_segw_free(g->w);
+    kv_free(g->table);
+    kv_free(g->dels);
+    kv_free(g->drank);
+    kv_free(g->keep);
+    kv_free(g->ndelc);
+    idx_plist_free(&g->out);
+    kv_free(g->idbuf);
+}
+
+/* Write terms after m->last until about max_bytes are written or the
+ * inputs end (*finished). */
+static int write_step(kv_txn *txn, mstate *m, const idx_segs *segs,
+                      uint64_t max_bytes, bool *finished, kv_err *err)
+{
+    merger g;
+    memset(&g, 0, sizeof g);
+    g.txn = txn;
+    g.m = m;
+    idx_plist_init(&g.out);
+    *finished = false;
+    int rc = idx_segw_open(&g.w, txn, m->out, err);
+    if (!rc) {
+        idx_segw_set_ord(g.w, m->ord);
+        g.in = kv_calloc(m->nin, sizeof *g.in);
+        if (!g.in)
+            rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; !rc && i < m->nin; i++) {
+        input *x = &g.in[i];
+        g.nin = i + 1;
+        idx_block_init(&x->blk);
+        x->seg = m->in[i];
+        x->rank = i;
+        rc = idx_seg_walk_open(&x->w, txn, x->seg, m->last.data,
+                               m->last.len, err);
+        if (!rc)
+            rc = input_advance(x, err);
+        /* the walk starts at the last term written: step past it */
+        if (!rc && m->started && !x->done &&
+            idx__bytes_cmp(x->term, x->tlen, m->last.data, m->last.len) == 0)
+            rc = input_advance(x, err);
+    }
+    (void)segs;
+    kv_buf t = KV_BUF_INIT;
+    while (!rc) {
+        const char *best = NULL;
+        size_t bl = 0;
+        for (uint32_t i = 0; i < g.nin; i++) {
+            input *x = &g.in[i];
+            if (x->done)
+                continue;
+            if (!best || idx__bytes_cmp(x->term, x->tlen, best, bl) < 0) {
+                best = x->term;
+                bl = x->tlen;
+            }
+        }
+        if (!best) {
+            *finished = true;
+            break;
+        }
+        if (idx_segw_bytes(g.w) >= max_bytes)
+            break;
+        kv_buf_reset(&t);
+        if ((rc = kv_buf_append(&t, best, bl, err)))
+            break;
+        for (uint32_t i = 0; i < g.nin; i++) {
+            input *x = &g.in[i];
+            x->have = !x->done &&
+                      idx__bytes_cmp(x->term, x->tlen, t.data, t.len) == 0;
+        }
+        rc = merge_term(&g, t.data, t.len, err);
+        for (uint32_t i = 0; !rc && i < g.nin; i++)
+            if (g.in[i].have)
+                rc = input_advance(&g.in[i], err);
+        if (!rc) {
+            kv_buf_reset(&m->last);
+            rc = kv_buf_append(&m->last, t.data, t.len, err);
+            m->started = true;
+        }
+    }
+    kv_buf_free(&t);
+    idx_seg part;
+    if (!rc)
+        rc = idx_segw_close(g.w, &part, err);
+    if (!rc) {
+        m->ord = idx_segw_ord(g.w);
+        m->done += part.bytes;
+        if (!m->acc.terms || (part.terms && part.min_id < m->acc.min_id))
+            m->acc.min_id = part.terms ? part.min_id : m->acc.min_id;
+        if (part.max_id > m->acc.max_id)
+            m->acc.max_id = part.max_id;
+        if (part.docs > m->acc.docs)
+            m->acc.docs = part.docs;
+        m->acc.dels += part.dels;
+        m->acc.terms += part.terms;
+        m->acc.bytes += part.bytes;
+    }
+    merger_free(&g);
+    return rc;
+}
+
+/* The inputs are replaced by the output in the list, in their place. */
+static int switch_segments(kv_txn *txn, mstate *m, kv_err *err)
+{
+    idx_segs s;
+    memset(&s, 0, sizeof s);
+    int rc = idx_segs_read(&s, txn, true, err);
+    uint32_t at = 0;
+    if (!rc) {
+        while (at < s.n && s.v[at].id != m->in[0])
+            at++;
+        bool ok = at + m->nin <= s.n;
+        for (uint32_t i = 0; ok && i < m->nin; i++)
+            ok = s.v[at + i].id == m->in[i];
+        if (!ok)
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "merge inputs are not "
+                           "neighbours in the segment list");
+    }
+    if (!rc) {
+        idx_seg out = m->acc;
+        out.id = m->out;
+        out.level = m->level;
+        s.v[at] = out;
+        memmove(s.v + at + 1, s.v + at + m->nin,
+                (size_t)(s.n - at - m->nin) * sizeof *s.v);
+        s.n -= m->nin - 1;
+        rc = idx_segs_write(&s, txn, err);
+    }
+    idx_segs_free(&s);
+    return rc;
+}
+
+int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
+                   kv_err *err)
+{
+    *more = false;
+    if (max_bytes < 64 * 1024)
+        max_bytes = 64 * 1024;
+    mstate m;
+    memset(&m, 0, sizeof m);
+    bool have;
+    idx_segs segs;
+    memset(&segs, 0, sizeof segs);
+    int rc = mstate_read(&m, txn, &have, err);
+    if (!rc && !have) {
+        /* Start one, if the policy (or `all`) asks for it. */
+        rc = idx_segs_read(&segs, txn, true, err);
+        uint32_t start, n;
+        if (!rc)
+            choose_run(&segs, all, &start, &n);
+        if (!rc && n) {
+            rc = idx_seg_new_id(txn, true, &m.out, err);
+            m.nin = n;
+            m.in = kv_calloc(n, sizeof *m.in);
+            if (!rc && !m.in)
+                rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+            uint32_t level = 0;
+            for (uint32_t i = 0; !rc && i < n; i++) {
+                m.in[i] = segs.v[start + i].id;
+                m.total += segs.v[start + i].bytes;
+                if (segs.v[start + i].level > level)
+                    level = segs.v[start + i].level;
+            }
+            m.level = level + 1 > 64 ? 64 : level + 1;
+            m.phase = PHASE_WRITE;
+            have = !rc;
+        }
+    }
+    if (!rc && have && m.phase == PHASE_WRITE) {
+        bool finished;
+        rc = write_step(txn, &m, &segs, max_bytes, &finished, err);
+        if (!rc && finished) {
+            rc = switch_segments(txn, &m, err);
+            m.phase = PHASE_DROP;
+        }
+        if (!rc)
+            rc = mstate_write(&m, txn, err);
+        *more = true;
+    } else if (!rc && have && m.phase == PHASE_DROP) {
+        uint64_t budget = max_bytes;
+        while (!rc && m.dropped < m.nin && budget > 0) {
+            bool done;
+            rc = idx_seg_drop(txn, m.in[m.dropped], budget, &done, err);
+            if (!rc && done)
+                m.dropped++;
+            else
+                budget = 0;
+        }
+        if (!rc && m.dropped == m.nin) {
+            rc = kv_del(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY),
+                        err);
+            /* another merge may be due at once */
+            idx_segs s2;
+            memset(&s2, 0, sizeof s2);
+            if (!rc)
+                rc = idx_segs_read(&s2, txn, false, err);
+            uint32_t start, n;
+            if (!rc) {
+                choose_run(&s2, all, &start, &n);
+                *more = n > 0;
+            }
+            idx_segs_free(&s2);
+        } else if (!rc) {
+            rc = mstate_write(&m, txn, err);
+            *more = true;
+        }
+    }
+    mstate_free(&m);
+    idx_segs_free(&segs);
+    return rc;
+}
+
+int idx_merge_stats_get(kv_txn *txn, idx_merge_stats *out, kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    idx_segs s;
+    memset(&s, 0, sizeof s);
+    int rc = idx_segs_read(&s, txn, false, err);
+    if (!rc) {
+        out->segments = s.n;
+        for (uint32_t i = 0; i < s.n; i++)
+            out->bytes += s.v[i].bytes;
+    }
+    idx_segs_free(&s);
+    kv_buf v = KV_BUF_INIT;
+    if (!rc) {
+        rc = kv_get(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), &v,
+                    false, err);
+        if (rc == KVFTS_ENOTFOUND) {
+            rc = KVFTS_OK;
+        } else if (!rc) {
+            mstate m;
+            memset(&m, 0, sizeof m);
+            rc = mstate_decode(&m, v.data, v.len, err);
+            if (!rc) {
+                out->merging = true;
+                out->inputs = m.nin;
+                out->total = m.total;
+                out->done = m.phase == PHASE_DROP ? m.total : m.done;
+            }
+            mstate_free(&m);
+        }
+    }
+    kv_buf_free(&v);
+    return rc;
+}
