@@ -652,9 +652,11 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
     struct stat st;
     bool exists = kv__path_join(path, sizeof path, dir, kv_spaces[s].file,
                             NULL) == KVFTS_OK && stat(path, &st) == 0;
-    if (!exists && !create)
+    if (!exists && !create) {
+        db->close(db, 0);
         return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s is "
                          "missing", dir, kv_spaces[s].file);
+    }
     DB_TXN *snap = NULL;
     if (exists &&
         in->env->txn_begin(in->env, NULL, &snap, DB_TXN_SNAPSHOT) != 0)

@@ -643,12 +643,14 @@ copy_src() {   # copy_src NAME: $T_DIR/NAME, a copy of src
     cp -r "$T_DIR/src" "$T_DIR/$1"
     rm -f "$T_DIR/$1"/__db.0* "$T_DIR/$1/__db.register"
 }
-smash_page() {   # smash_page FILE: overwrite the 16 KB-aligned middle block
-    local sz off
+smash_page() {   # smash_page FILE: overwrite a page in the middle (never the meta page)
+    local sz ps pg
     sz=$(stat -c %s "$1")
-    off=$(((sz / 2) / 16384 * 16384))
-    head -c 16384 /dev/zero | tr '\0' '\245' |
-        dd of="$1" bs=16384 seek=$((off / 16384)) conv=notrunc status=none
+    ps=$(od -An -tu4 -j20 -N4 "$1" | tr -d ' ')   # the meta page's pagesize
+    pg=$((sz / ps / 2))
+    [ "$pg" -ge 1 ] || pg=1
+    head -c "$ps" /dev/zero | tr '\0' '\245' |
+        dd of="$1" bs="$ps" seek="$pg" conv=notrunc status=none
 }
 smash_root() {   # smash_root FILE: overwrite page 1, the B-tree's root
     local ps
