@@ -40,11 +40,36 @@ struct idx_reader {
     kv_cursor *c;          /* dictionary lookups */
     kv_buf key;
     idx_chunk_it it;
+    struct segcache *cache; /* per segment (index in segs): its last chunk */
     /* field ids looked up */
     strtab fnames;
     uint32_t *fid;         /* per fnames id: the field id (0: none) */
     uint32_t fcap;
 };
+
+/* A segment's last dictionary chunk, decoded: terms looked up in byte order
+ * (a check walks every term so; a query's terms are few) mostly fall in the
+ * chunk the last lookup read, and find their entry by a binary search
+ * instead of a B-tree seek, a copy of the chunk and a walk from its start. */
+typedef struct cent {
+    uint32_t toff, tlen;   /* the term in terms */
+    uint32_t boff, blen;   /* the entry in rec */
+    uint32_t ord;
+} cent;
+
+typedef struct segcache {
+    kv_buf rec;            /* the chunk record */
+    kv_buf terms;          /* its terms, back to back */
+    cent *v;
+    uint32_t n, cap;
+} segcache;
+
+static void segcache_free(segcache *c)
+{
+    kv_buf_free(&c->rec);
+    kv_buf_free(&c->terms);
+    kv_free(c->v);
+}
 
 kv_txn *idx_reader_txn(const idx_reader *r)
 {
@@ -71,6 +96,10 @@ void idx_reader_close(idx_reader *r)
 {
     if (!r)
         return;
+    if (r->cache)
+        for (uint32_t i = 0; i < r->segs.n; i++)
+            segcache_free(&r->cache[i]);
+    kv_free(r->cache);
     idx_segs_free(&r->segs);
     kv_cursor_close(r->c);
     kv_buf_free(&r->key);
@@ -155,57 +184,106 @@ static bool col_selected(const selector *s, uint32_t col)
 
 /* ---- finding a term in a segment ------------------------------------------ */
 
-/* Find term in segment seg: *found, the entry decoded into e, its ordinal,
- * and the chunk record copied into rec (the entry points into it). */
-static int seg_find(idx_reader *r, uint32_t seg, const char *term,
+/* Decode chunk record v into c (r->it walks it). */
+static int segcache_fill(idx_reader *r, segcache *c, const char *v,
+                         size_t vl, kv_err *err)
+{
+    c->n = 0;
+    kv_buf_reset(&c->rec);
+    kv_buf_reset(&c->terms);
+    int rc = kv_buf_append(&c->rec, v, vl, err);
+    if (!rc)
+        rc = idx_chunk_open(&r->it, c->rec.data, c->rec.len, err);
+    while (!rc && (rc = idx_chunk_next(&r->it, err)) == KVFTS_OK) {
+        if (c->n == c->cap) {
+            uint32_t cap = c->cap ? c->cap * 2 : 64;
+            cent *nv = kv_realloc(c->v, cap * sizeof *nv);
+            if (!nv)
+                return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+            c->v = nv;
+            c->cap = cap;
+        }
+        cent *e = &c->v[c->n];
+        e->toff = (uint32_t)c->terms.len;
+        e->tlen = (uint32_t)r->it.term.len;
+        e->boff = (uint32_t)(r->it.body - c->rec.data);
+        e->blen = (uint32_t)r->it.body_len;
+        e->ord = r->it.ord;
+        rc = kv_buf_append(&c->terms, r->it.term.data, r->it.term.len, err);
+        c->n += !rc;
+    }
+    if (rc == KVFTS_ITEROVER)
+        return KVFTS_OK;
+    c->n = 0;               /* damaged: nothing cached */
+    return rc;
+}
+
+static int cent_cmp(const segcache *c, uint32_t i, const char *t, size_t tl)
+{
+    return idx__bytes_cmp(c->terms.data + c->v[i].toff, c->v[i].tlen, t, tl);
+}
+
+/* Find term in the segment at index si of the reader's list: *found, the
+ * entry decoded into e, its ordinal, and the entry's bytes copied into rec
+ * (e points into it). */
+static int seg_find(idx_reader *r, uint32_t si, const char *term,
                     size_t tlen, idx_entry *e, kv_buf *rec, uint32_t *ord,
                     bool *found, kv_err *err)
 {
     *found = false;
-    int rc = r->c ? KVFTS_OK : kv_cursor_open(&r->c, r->txn, KV_TERMS,
-                                              err);
-    if (!rc)
-        rc = idx_key_chunk(&r->key, seg, term, tlen, err);
-    if (!rc)
-        rc = kv_cursor_seek(r->c, r->key.data, r->key.len, err);
-    const char *k, *v;
-    size_t kl, vl;
-    unsigned char pfx[5];
-    kv_put_be32(pfx, seg);
-    pfx[4] = 'D';
-    bool exact = false;
-    if (rc == KVFTS_OK) {
-        kv_cursor_key(r->c, &k, &kl);
-        exact = kl == r->key.len && memcmp(k, r->key.data, kl) == 0;
-        if (!exact)
-            rc = kv_cursor_prev(r->c, err);
-    } else if (rc == KVFTS_ITEROVER) {
-        rc = kv_cursor_last(r->c, err);
-    }
-    if (rc == KVFTS_ITEROVER)
-        return KVFTS_OK;
-    if (rc)
-        return rc;
-    kv_cursor_key(r->c, &k, &kl);
-    if (kl < 5 || memcmp(k, pfx, 5) != 0)
-        return KVFTS_OK;        /* before the segment's first chunk */
-    kv_cursor_val(r->c, &v, &vl);
-    kv_buf_reset(rec);
-    if ((rc = kv_buf_append(rec, v, vl, err)))
-        return rc;
-    if ((rc = idx_chunk_open(&r->it, rec->data, rec->len, err)))
-        return rc;
-    while ((rc = idx_chunk_next(&r->it, err)) == KVFTS_OK) {
-        int c = idx__bytes_cmp(r->it.term.data, r->it.term.len, term, tlen);
-        if (c < 0)
-            continue;
-        if (c > 0)
+    if (!r->cache && !(r->cache = kv_calloc(r->segs.n ? r->segs.n : 1,
+                                            sizeof *r->cache)))
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    segcache *c = &r->cache[si];
+    uint32_t seg = r->segs.v[si].id;
+    int rc = KVFTS_OK;
+    if (!c->n || cent_cmp(c, 0, term, tlen) > 0 ||
+        cent_cmp(c, c->n - 1, term, tlen) < 0) {
+        rc = r->c ? KVFTS_OK : kv_cursor_open(&r->c, r->txn, KV_TERMS, err);
+        if (!rc)
+            rc = idx_key_chunk(&r->key, seg, term, tlen, err);
+        if (!rc)
+            rc = kv_cursor_seek(r->c, r->key.data, r->key.len, err);
+        const char *k, *v;
+        size_t kl, vl;
+        unsigned char pfx[5];
+        kv_put_be32(pfx, seg);
+        pfx[4] = 'D';
+        if (rc == KVFTS_OK) {
+            kv_cursor_key(r->c, &k, &kl);
+            if (kl != r->key.len || memcmp(k, r->key.data, kl) != 0)
+                rc = kv_cursor_prev(r->c, err);
+        } else if (rc == KVFTS_ITEROVER) {
+            rc = kv_cursor_last(r->c, err);
+        }
+        if (rc == KVFTS_ITEROVER)
             return KVFTS_OK;
-        *ord = r->it.ord;
-        *found = true;
-        return idx_entry_decode(e, r->it.body, r->it.body_len, err);
+        if (rc)
+            return rc;
+        kv_cursor_key(r->c, &k, &kl);
+        if (kl < 5 || memcmp(k, pfx, 5) != 0)
+            return KVFTS_OK;    /* before the segment's first chunk */
+        kv_cursor_val(r->c, &v, &vl);
+        if ((rc = segcache_fill(r, c, v, vl, err)))
+            return rc;
     }
-    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+    uint32_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (cent_cmp(c, mid, term, tlen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == c->n || cent_cmp(c, lo, term, tlen) != 0)
+        return KVFTS_OK;
+    kv_buf_reset(rec);
+    if ((rc = kv_buf_append(rec, c->rec.data + c->v[lo].boff, c->v[lo].blen,
+                            err)))
+        return rc;
+    *ord = c->v[lo].ord;
+    *found = true;
+    return idx_entry_decode(e, rec->data, rec->len, err);
 }
 
 /* Postings and deletions of entry e in selection s. */
@@ -250,7 +328,7 @@ int idx_term_get(idx_reader *r, const char *field, size_t flen,
     for (uint32_t i = 0; !rc && i < r->segs.n; i++) {
         bool found;
         uint32_t ord;
-        rc = seg_find(r, r->segs.v[i].id, term, tlen, &e, &rec, &ord, &found,
+        rc = seg_find(r, i, term, tlen, &e, &rec, &ord, &found,
                       err);
         if (rc || !found)
             continue;
@@ -624,7 +702,7 @@ int idx_postings_open(idx_postings **out, idx_reader *r, const char *field,
         idx_entry_init(&sc->e);
         idx_block_init(&sc->blk);
         bool found;
-        rc = seg_find(r, r->segs.v[i].id, term, tlen, &sc->e, &sc->rec,
+        rc = seg_find(r, i, term, tlen, &sc->e, &sc->rec,
                       &sc->ord, &found, err);
         if (!rc && found) {
             uint64_t a, d;
