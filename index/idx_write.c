@@ -16,11 +16,11 @@
  *
  * Both cores.  A batch may start worker threads (idx_writer_workers): each
  * owns a shard, with its own analysis (tokenizers and stemmers are not
- * shared), and takes documents from a bounded queue; the handle's thread
- * goes on with its own work (JSON checks, keys, document records,
- * compression, Berkeley DB) meanwhile.  The queue is bounded (QUEUE_JOBS
- * documents), so a fast producer waits instead of holding a corpus in
- * memory.  A worker's failure (out of memory; a stored version that no
+ * shared), and takes groups of documents from a bounded queue; the
+ * handle's thread goes on with its own work (JSON checks, keys, document
+ * records, compression, Berkeley DB) meanwhile.  The queue is bounded
+ * (QUEUE_JOBS groups), so a fast producer waits instead of holding a corpus
+ * in memory.  A worker's failure (out of memory; a stored version that no
  * longer analyzes) is kept and returned by the next call, and the batch
  * rolls back.  A flush first waits for the queue to empty; the shards are
  * then the flushing thread's until it returns.  Without workers, the one
@@ -40,17 +40,36 @@
 #include <string.h>
 
 #define DEFAULT_MEM (256u * 1024u * 1024u)
-#define QUEUE_JOBS 256
+#define QUEUE_JOBS 16     /* groups of documents, or lent flush work */
+
+/* Documents go to the workers in groups of up to GROUP_DOCS (or
+ * GROUP_BYTES of JSON): a queue hand-off per document cost two context
+ * switches each (24k of them for the Debian catalog), and on a busy machine
+ * every hand-off waits for a time slice. */
+#define GROUP_DOCS 64
+#define GROUP_BYTES (512u * 1024u)
+
+typedef struct gdoc {
+    uint32_t docid;
+    size_t old_off, old_len;   /* in the job's data; SIZE_MAX: none */
+    size_t new_off, new_len;
+} gdoc;
 
 typedef struct job {
-    void (*fn)(void *);    /* a flush's work lent to the worker (no doc) */
+    void (*fn)(void *);    /* a flush's work lent to the worker (no docs) */
     void *arg;
-    uint32_t docid;
-    char *old_json;        /* both inside this allocation */
-    size_t old_len;
-    char *new_json;
-    size_t new_len;
+    unsigned n;
+    gdoc doc[GROUP_DOCS];
+    kv_buf data;           /* the documents' JSON, NUL-terminated each */
 } job;
+
+static void job_free(job *j)
+{
+    if (!j)
+        return;
+    kv_buf_free(&j->data);
+    kv_free(j);
+}
 
 typedef struct worker {
     pthread_t th;
@@ -72,6 +91,7 @@ struct idx_writer {
     pthread_mutex_t mu;
     pthread_cond_t not_empty, not_full, idle;
     job *queue[QUEUE_JOBS];
+    job *group;            /* documents not handed to the workers yet */
     unsigned qhead, qlen;
     unsigned pending;      /* jobs queued or being analyzed */
     bool stop;
@@ -106,10 +126,18 @@ static void *worker_main(void *arg)
         int rc = KVFTS_OK;
         if (j->fn)
             j->fn(j->arg);       /* reports through its own state */
-        else if (!skip)
-            rc = idx_shard_doc(me->shard, j->docid, j->old_json, j->old_len,
-                               j->new_json, j->new_len, &err);
-        kv_free(j);
+        for (unsigned i = 0; !skip && !rc && i < j->n; i++) {
+            const gdoc *g = &j->doc[i];
+            const char *d = j->data.data;
+            rc = idx_shard_doc(me->shard, g->docid,
+                               g->old_off == SIZE_MAX ? NULL
+                                                      : d + g->old_off,
+                               g->old_len,
+                               g->new_off == SIZE_MAX ? NULL
+                                                      : d + g->new_off,
+                               g->new_len, &err);
+        }
+        job_free(j);
         atomic_store(&me->bytes, idx_shard_bytes(me->shard));
         pthread_mutex_lock(&w->mu);
         if (rc && !w->failed) {
@@ -179,9 +207,10 @@ void idx_writer_free(idx_writer *w)
     stop_workers(w);
     pthread_mutex_lock(&w->mu);
     for (unsigned i = 0; i < w->qlen; i++)
-        kv_free(w->queue[(w->qhead + i) % QUEUE_JOBS]);
+        job_free(w->queue[(w->qhead + i) % QUEUE_JOBS]);
     w->qlen = 0;
     pthread_mutex_unlock(&w->mu);
+    job_free(w->group);
     idx_shard_free(w->local);
     idx__strtab_free(&w->bdocs);
     kv_buf_free(&w->key);
@@ -242,9 +271,21 @@ static int worker_failure(idx_writer *w, kv_err *err)
     return rc;
 }
 
+static void enqueue(idx_writer *w, job *j);
+
+/* Hand the documents grouped so far to the workers. */
+static void submit_group(idx_writer *w)
+{
+    if (w->group && w->group->n) {
+        enqueue(w, w->group);
+        w->group = NULL;
+    }
+}
+
 /* Wait until the workers have analyzed everything queued. */
 static void wait_idle(idx_writer *w)
 {
+    submit_group(w);
     pthread_mutex_lock(&w->mu);
     while (w->pending > 0)
         pthread_cond_wait(&w->idle, &w->mu);
@@ -267,10 +308,9 @@ static void enqueue(idx_writer *w, job *j)
 static bool spawn_job(void *ctx, void (*fn)(void *), void *arg)
 {
     idx_writer *w = ctx;
-    job *j = kv_malloc(sizeof *j);
+    job *j = kv_calloc(1, sizeof *j);
     if (!j)
         return false;
-    memset(j, 0, sizeof *j);
     j->fn = fn;
     j->arg = arg;
     enqueue(w, j);
@@ -295,26 +335,28 @@ int idx_doc_write(idx_writer *w, uint32_t docid, const char *old_json,
                              new_len, err);
     if ((rc = worker_failure(w, err)))
         return rc;
-    job *j = kv_malloc(sizeof *j + old_len + new_len + 2);
-    if (!j)
+    if (!w->group && !(w->group = kv_calloc(1, sizeof *w->group)))
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    j->fn = NULL;
-    char *p = (char *)(j + 1);
-    j->docid = docid;
-    j->old_json = old_json ? p : NULL;
-    j->old_len = old_len;
+    job *j = w->group;
+    gdoc *g = &j->doc[j->n];
+    g->docid = docid;
+    g->old_off = g->new_off = SIZE_MAX;
+    g->old_len = old_len;
+    g->new_len = new_len;
     if (old_json) {
-        memcpy(p, old_json, old_len);
-        p[old_len] = '\0';
-        p += old_len + 1;
+        g->old_off = j->data.len;
+        if ((rc = kv_buf_append(&j->data, old_json, old_len, err)) ||
+            (rc = kv_buf_append(&j->data, "", 1, err)))
+            return rc;
     }
-    j->new_json = new_json ? p : NULL;
-    j->new_len = new_len;
     if (new_json) {
-        memcpy(p, new_json, new_len);
-        p[new_len] = '\0';
+        g->new_off = j->data.len;
+        if ((rc = kv_buf_append(&j->data, new_json, new_len, err)) ||
+            (rc = kv_buf_append(&j->data, "", 1, err)))
+            return rc;
     }
-    enqueue(w, j);
+    if (++j->n == GROUP_DOCS || j->data.len >= GROUP_BYTES)
+        submit_group(w);
     return KVFTS_OK;
 }
 
