@@ -53,6 +53,11 @@ typedef struct gdoc {
     uint32_t docid;
     size_t old_off, old_len;   /* in the job's data; SIZE_MAX: none */
     size_t new_off, new_len;
+    /* the document record to encode, when rec */
+    bool rec;
+    size_t key_off, key_len;
+    uint64_t cas;
+    kv_doc_coder coder;
 } gdoc;
 
 typedef struct job {
@@ -75,6 +80,11 @@ typedef struct worker {
     pthread_t th;
     bool started;
     idx_shard *shard;
+    /* document records encoded here, stored by the flush: (be32 docid,
+     * u32 length, record) back to back */
+    kv_buf recs;
+    kv_buf scratch;
+    kv_doc_cctx *cx;
     struct idx_writer *w;
     atomic_size_t bytes;   /* the shard's size after its last job */
 } worker;
@@ -103,6 +113,23 @@ struct idx_writer {
     /* flush scratch */
     kv_buf key, val;
 };
+
+/* Encode g's document record and keep it for the flush. */
+static int encode_rec(worker *me, const gdoc *g, const char *d, kv_err *err)
+{
+    int rc = kv_doc_encode(&me->cx, &g->coder, d + g->key_off, g->key_len,
+                           g->cas, d + g->new_off, g->new_len, &me->scratch,
+                           err);
+    unsigned char h[8];
+    kv_put_be32(h, g->docid);
+    uint32_t n = (uint32_t)me->scratch.len;
+    memcpy(h + 4, &n, 4);
+    if (!rc)
+        rc = kv_buf_append(&me->recs, h, 8, err);
+    if (!rc)
+        rc = kv_buf_append(&me->recs, me->scratch.data, me->scratch.len, err);
+    return rc;
+}
 
 static void *worker_main(void *arg)
 {
@@ -136,9 +163,11 @@ static void *worker_main(void *arg)
                                g->new_off == SIZE_MAX ? NULL
                                                       : d + g->new_off,
                                g->new_len, &err);
+            if (!rc && g->rec)
+                rc = encode_rec(me, g, d, &err);
         }
         job_free(j);
-        atomic_store(&me->bytes, idx_shard_bytes(me->shard));
+        atomic_store(&me->bytes, idx_shard_bytes(me->shard) + me->recs.len);
         pthread_mutex_lock(&w->mu);
         if (rc && !w->failed) {
             w->failed = true;
@@ -163,6 +192,9 @@ static void stop_workers(idx_writer *w)
         if (w->wk[i].started)
             pthread_join(w->wk[i].th, NULL);
         idx_shard_free(w->wk[i].shard);
+        kv_buf_free(&w->wk[i].recs);
+        kv_buf_free(&w->wk[i].scratch);
+        kv_doc_cctx_free(w->wk[i].cx);
     }
     kv_free(w->wk);
     w->wk = NULL;
@@ -317,9 +349,9 @@ static bool spawn_job(void *ctx, void (*fn)(void *), void *arg)
     return true;
 }
 
-int idx_doc_write(idx_writer *w, uint32_t docid, const char *old_json,
-                  size_t old_len, const char *new_json, size_t new_len,
-                  kv_err *err)
+static int doc_write(idx_writer *w, uint32_t docid, const char *old_json,
+                     size_t old_len, const char *new_json, size_t new_len,
+                     const idx_docrec *dr, kv_err *err)
 {
     unsigned char idb[4];
     kv_put_be32(idb, docid);
@@ -355,9 +387,42 @@ int idx_doc_write(idx_writer *w, uint32_t docid, const char *old_json,
             (rc = kv_buf_append(&j->data, "", 1, err)))
             return rc;
     }
+    g->rec = dr && new_json;
+    if (g->rec) {
+        g->key_off = j->data.len;
+        g->key_len = dr->klen;
+        g->cas = dr->cas;
+        g->coder = dr->coder;
+        if ((rc = kv_buf_append(&j->data, dr->key, dr->klen, err)))
+            return rc;
+    }
     if (++j->n == GROUP_DOCS || j->data.len >= GROUP_BYTES)
         submit_group(w);
     return KVFTS_OK;
+}
+
+int idx_doc_write(idx_writer *w, uint32_t docid, const char *old_json,
+                  size_t old_len, const char *new_json, size_t new_len,
+                  kv_err *err)
+{
+    return doc_write(w, docid, old_json, old_len, new_json, new_len, NULL,
+                     err);
+}
+
+bool idx_writer_defers_records(const idx_writer *w)
+{
+    return w->nwk > 0;
+}
+
+int idx_doc_write_rec(idx_writer *w, uint32_t docid, const char *old_json,
+                      size_t old_len, const char *new_json, size_t new_len,
+                      const idx_docrec *dr, kv_err *err)
+{
+    if (!w->nwk)
+        return kv_seterr(err, KVFTS_ERROR, "document records are deferred "
+                         "only to analysis threads");
+    return doc_write(w, docid, old_json, old_len, new_json, new_len, dr,
+                     err);
 }
 
 bool idx_doc_buffered(const idx_writer *w, uint32_t docid)
@@ -392,6 +457,7 @@ static void buffer_reset(idx_writer *w)
     idx_shard_reset(w->local);
     for (unsigned i = 0; i < w->nwk; i++) {
         idx_shard_reset(w->wk[i].shard);
+        kv_buf_reset(&w->wk[i].recs);
         atomic_store(&w->wk[i].bytes, 0);
     }
     idx__strtab_reset(&w->bdocs);
@@ -499,11 +565,57 @@ static int lenrec_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+typedef struct recref {
+    uint32_t docid, len;
+    const char *rec;
+} recref;
+
+static int recref_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const recref *)a)->docid, y = ((const recref *)b)->docid;
+    return x < y ? -1 : x > y;
+}
+
+/* Store the document records the workers encoded, in doc id order (the
+ * B-tree's appends; a new document's id is the largest yet). */
+static int put_records(idx_writer *w, kv_txn *txn, kv_err *err)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < w->nwk; i++)
+        for (size_t off = 0; off + 8 <= w->wk[i].recs.len; n++) {
+            uint32_t len;
+            memcpy(&len, w->wk[i].recs.data + off + 4, 4);
+            off += 8 + len;
+        }
+    if (n == 0)
+        return KVFTS_OK;
+    recref *v = kv_malloc(n * sizeof *v);
+    if (!v)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    n = 0;
+    for (unsigned i = 0; i < w->nwk; i++)
+        for (size_t off = 0; off + 8 <= w->wk[i].recs.len; n++) {
+            const char *p = w->wk[i].recs.data + off;
+            v[n].docid = kv_get_be32((const unsigned char *)p);
+            memcpy(&v[n].len, p + 4, 4);
+            v[n].rec = p + 8;
+            off += 8 + v[n].len;
+        }
+    qsort(v, n, sizeof *v, recref_cmp);
+    int rc = KVFTS_OK;
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = kv_doc_put_record(txn, v[i].docid, v[i].rec, v[i].len, err);
+    kv_free(v);
+    return rc;
+}
+
 int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
 {
     wait_idle(w);
     int rc = worker_failure(w, err);
     if (rc || w->ndocs == 0)
+        return rc;
+    if ((rc = put_records(w, txn, err)))
         return rc;
     uint32_t n = w->nwk ? w->nwk : 1;
     idx_shard *sh[64];

@@ -175,7 +175,19 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
     if (rc)
         goto done;
     kv_doc old = { 0 };
-    rc = kv_doc_get(txn, key, klen, &db->old_rec, &old, true, err);
+    /* A document whose change is still in the index buffer may not have
+     * its record stored yet (the analysis threads encode it, the flush
+     * stores it): that buffer must become a segment first (which also
+     * keeps to a change per document per segment). */
+    bool defer = idx_writer_defers_records(db->iw);
+    uint32_t have = 0;
+    rc = defer ? kv_key_docid(txn, key, klen, &have, true, err) : KVFTS_OK;
+    if (!rc && have && idx_doc_buffered(db->iw, have)) {
+        rc = KV_FLUSH;
+        goto done;
+    }
+    if (!rc)
+        rc = kv_doc_get(txn, key, klen, &db->old_rec, &old, true, err);
     bool exists = rc == KVFTS_OK;
     if (rc && rc != KVFTS_ENOTFOUND)
         goto done;
@@ -204,7 +216,7 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
     }
     /* Its earlier version is still in the index buffer: that must become a
      * segment first (a change per document per segment). */
-    if (exists && idx_doc_buffered(db->iw, old.docid)) {
+    if (!defer && exists && idx_doc_buffered(db->iw, old.docid)) {
         rc = KV_FLUSH;
         goto done;
     }
@@ -257,11 +269,22 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
         rc = kv_seq_next_max(txn, "docid", UINT32_MAX, &id, err);
         nd.docid = (uint32_t)id;
     }
-    if (!rc)
+    if (!rc && defer) {
+        /* the record is encoded by an analysis thread, stored at flush */
+        idx_docrec dr = { key, klen, nd.cas, { NULL, false } };
+        rc = kv_doc_coder_get(txn, r->json, r->json_len, &dr.coder, err);
+        if (!rc)
+            rc = idx_doc_write_rec(db->iw, nd.docid, exists ? old.json : NULL,
+                                   old.json_len, r->json, r->json_len, &dr,
+                                   err);
+        if (!rc && !exists)
+            rc = kv_key_put(txn, key, klen, nd.docid, err);
+    } else if (!rc) {
         rc = idx_doc_write(db->iw, nd.docid, exists ? old.json : NULL,
                            old.json_len, r->json, r->json_len, err);
-    if (!rc)
-        rc = kv_doc_put(txn, key, klen, &nd, !exists, err);
+        if (!rc)
+            rc = kv_doc_put(txn, key, klen, &nd, !exists, err);
+    }
     if (!rc) {
         r->cas_out = nd.cas;
         if (r->key_out) {

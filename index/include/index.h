@@ -79,6 +79,23 @@ int idx_writer_workers(idx_writer *w, unsigned n, kv_err *err);
 int idx_doc_write(idx_writer *w, uint32_t docid, const char *old_json,
                   size_t old_len, const char *new_json, size_t new_len,
                   kv_err *err);
+/** A document record for the writer's threads to encode (kv_doc_encode())
+ *  and the flush to store, so that compression leaves the caller's thread.
+ *  @p key is copied. */
+typedef struct idx_docrec {
+    const char *key;
+    size_t klen;
+    uint64_t cas;
+    kv_doc_coder coder;
+} idx_docrec;
+/** True if the writer has analysis threads to encode records. */
+bool idx_writer_defers_records(const idx_writer *w);
+/** idx_doc_write() of a new version whose document record @p dr the flush
+ *  stores (until then the record is not in KV_DOCS: the caller asks
+ *  idx_doc_buffered() before reading the document). */
+int idx_doc_write_rec(idx_writer *w, uint32_t docid, const char *old_json,
+                      size_t old_len, const char *new_json, size_t new_len,
+                      const idx_docrec *dr, kv_err *err);
 /** True if a change of @p docid is in the buffer. */
 bool idx_doc_buffered(const idx_writer *w, uint32_t docid);
 /** Write the buffer as one segment (with document lengths, field

@@ -163,8 +163,12 @@ int kv_name_check(const char *what, const char *name, size_t nlen,
 #define SAMPLE_DOCS 1000u            /* documents it is trained on */
 #define SAMPLE_BYTES (1024u * 1024u)
 
+struct kv_doc_cctx {
+    ZSTD_CCtx *c;
+};
+
 typedef struct kv_doc_codec {
-    ZSTD_CCtx *c;          /* made on the first write */
+    kv_doc_cctx *cx;       /* made on the first write */
     ZSTD_DCtx *d;          /* made on the first read of a zstd record */
     /* The database's dictionary, once it has one. */
     ZSTD_CDict *cd;        /* for writes: known stored as of txn ... */
@@ -201,7 +205,7 @@ static void codec_free(void *p)
     kv_doc_codec *c = p;
     if (!c)
         return;
-    ZSTD_freeCCtx(c->c);
+    kv_doc_cctx_free(c->cx);
     ZSTD_freeDCtx(c->d);
     drop_dict(c);
     drop_samples(c);
@@ -497,59 +501,105 @@ int kv_doc_scan(kv_txn *txn, kv_doc_fn fn, void *payload, kv_err *err)
     return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
 }
 
-int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
-               bool new_id, kv_err *err)
+int kv_doc_coder_get(kv_txn *txn, const char *json, size_t len,
+                     kv_doc_coder *out, kv_err *err)
+{
+    out->cdict = NULL;
+    out->compress = len >= ZSTD_MIN;
+    if (!out->compress)
+        return KVFTS_OK;
+    kv_doc_codec *c = codec(txn, err);
+    if (!c)
+        return KVFTS_ENOMEM;
+    ZSTD_CDict *cd = NULL;
+    int rc = write_dict(c, txn, json, len, &cd, err);
+    out->cdict = cd;
+    return rc;
+}
+
+void kv_doc_cctx_free(kv_doc_cctx *x)
+{
+    if (x) {
+        ZSTD_freeCCtx(x->c);
+        kv_free(x);
+    }
+}
+
+int kv_doc_encode(kv_doc_cctx **cx, const kv_doc_coder *cd, const char *key,
+                  size_t klen, uint64_t cas, const char *json, size_t len,
+                  kv_buf *out, kv_err *err)
 {
     if (klen == 0 || klen > KVFTS_MAX_KEY)
         return kv_seterr(err, KVFTS_EINVAL, "key of %zu bytes", klen);
-    unsigned char id[4];
-    kv_put_be32(id, doc->docid);
-    int rc = KVFTS_OK;
-    if (new_id) {
-        unsigned char kr[KEY_RECORD];
-        kr[0] = DOC_VERSION;
-        kv_put_be32(kr + 1, doc->docid);
-        rc = kv_put(txn, KV_KEYS, key, klen, kr, sizeof kr, err);
-        if (rc)
-            return rc;
-    }
-    kv_doc_codec *c = NULL;
-    ZSTD_CDict *cd = NULL;
-    if (doc->json_len >= ZSTD_MIN) {
-        if (!(c = codec(txn, err)))
-            return KVFTS_ENOMEM;
-        if (!c->c && !(c->c = ZSTD_createCCtx()))
+    if (cd->compress && !*cx) {
+        if (!(*cx = kv_calloc(1, sizeof **cx)) ||
+            !((*cx)->c = ZSTD_createCCtx()))
             return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-        rc = write_dict(c, txn, doc->json, doc->json_len, &cd, err);
-        if (rc)
-            return rc;
     }
     size_t body = DOC_HEADER + klen + 1;
-    kv_buf rec = KV_BUF_INIT;
-    rc = kv_buf_reserve(&rec, body + (c ? ZSTD_compressBound(doc->json_len)
-                                        : doc->json_len), err);
+    kv_buf_reset(out);
+    int rc = kv_buf_reserve(out, body + (cd->compress ? ZSTD_compressBound(len)
+                                                      : len), err);
     if (rc)
         return rc;
-    unsigned char *p = (unsigned char *)rec.data;
+    unsigned char *p = (unsigned char *)out->data;
     p[0] = DOC_VERSION;
-    kv_put_be64(p + 1, doc->cas);
+    kv_put_be64(p + 1, cas);
     p[DOC_HEADER - 1] = (unsigned char)klen;
     memcpy(p + DOC_HEADER, key, klen);
-    size_t n = !c ? 0
-             : cd ? ZSTD_compress_usingCDict(c->c, p + body,
-                                             rec.cap - 1 - body, doc->json,
-                                             doc->json_len, cd)
-             : ZSTD_compressCCtx(c->c, p + body, rec.cap - 1 - body,
-                                 doc->json, doc->json_len, ZSTD_LEVEL);
-    if (c && !ZSTD_isError(n) && n < doc->json_len) {
-        p[body - 1] = cd ? DOC_ZDICT : DOC_ZSTD;
+    ZSTD_CDict *dict = cd->cdict;
+    size_t n = !cd->compress ? 0
+             : dict ? ZSTD_compress_usingCDict((*cx)->c, p + body,
+                                               out->cap - 1 - body, json, len,
+                                               dict)
+             : ZSTD_compressCCtx((*cx)->c, p + body, out->cap - 1 - body,
+                                 json, len, ZSTD_LEVEL);
+    if (cd->compress && !ZSTD_isError(n) && n < len) {
+        p[body - 1] = dict ? DOC_ZDICT : DOC_ZSTD;
     } else {       /* short, incompressible, or the codec failed: as is */
         p[body - 1] = DOC_RAW;
-        memcpy(p + body, doc->json, doc->json_len);
-        n = doc->json_len;
+        memcpy(p + body, json, len);
+        n = len;
     }
-    rec.len = body + n;
-    rc = kv_put(txn, KV_DOCS, id, 4, rec.data, rec.len, err);
+    out->len = body + n;
+    return KVFTS_OK;
+}
+
+int kv_doc_put_record(kv_txn *txn, uint32_t docid, const char *rec,
+                      size_t len, kv_err *err)
+{
+    unsigned char id[4];
+    kv_put_be32(id, docid);
+    return kv_put(txn, KV_DOCS, id, 4, rec, len, err);
+}
+
+int kv_key_put(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
+               kv_err *err)
+{
+    if (klen == 0 || klen > KVFTS_MAX_KEY)
+        return kv_seterr(err, KVFTS_EINVAL, "key of %zu bytes", klen);
+    unsigned char kr[KEY_RECORD];
+    kr[0] = DOC_VERSION;
+    kv_put_be32(kr + 1, docid);
+    return kv_put(txn, KV_KEYS, key, klen, kr, sizeof kr, err);
+}
+
+int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
+               bool new_id, kv_err *err)
+{
+    int rc = new_id ? kv_key_put(txn, key, klen, doc->docid, err) : KVFTS_OK;
+    kv_doc_coder cd;
+    if (!rc)
+        rc = kv_doc_coder_get(txn, doc->json, doc->json_len, &cd, err);
+    kv_doc_codec *c = rc ? NULL : codec(txn, err);
+    if (!rc && !c)
+        rc = KVFTS_ENOMEM;
+    kv_buf rec = KV_BUF_INIT;
+    if (!rc)
+        rc = kv_doc_encode(&c->cx, &cd, key, klen, doc->cas, doc->json,
+                           doc->json_len, &rec, err);
+    if (!rc)
+        rc = kv_doc_put_record(txn, doc->docid, rec.data, rec.len, err);
     kv_buf_free(&rec);
     return rc;
 }

@@ -372,6 +372,29 @@ int kv_key_docid(kv_txn *txn, const char *key, size_t klen, uint32_t *out,
 /** Store a document record (and its key record when @p new_id). */
 int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,
                bool new_id, kv_err *err);
+/** How a document record is compressed: read on the writing thread (it may
+ *  train and store the database's dictionary), then used by any thread to
+ *  encode the record (kv_doc_encode()) until the transaction ends. */
+typedef struct kv_doc_coder {
+    void *cdict;           /* zstd dictionary, or NULL */
+    bool compress;         /* long enough to try */
+} kv_doc_coder;
+int kv_doc_coder_get(kv_txn *txn, const char *json, size_t len,
+                     kv_doc_coder *out, kv_err *err);
+/** One thread's compression context (made by kv_doc_encode()). */
+typedef struct kv_doc_cctx kv_doc_cctx;
+void kv_doc_cctx_free(kv_doc_cctx *x);          /* NULL: no-op */
+/** The document record of (key, cas, json) into @p out: touches no
+ *  database, so any thread may call it with its own @p cx. */
+int kv_doc_encode(kv_doc_cctx **cx, const kv_doc_coder *cd, const char *key,
+                  size_t klen, uint64_t cas, const char *json, size_t len,
+                  kv_buf *out, kv_err *err);
+/** Store an encoded document record under @p docid. */
+int kv_doc_put_record(kv_txn *txn, uint32_t docid, const char *rec,
+                      size_t len, kv_err *err);
+/** Store the key record of @p key -> @p docid. */
+int kv_key_put(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
+               kv_err *err);
 /** Delete the document record and its key record. */
 int kv_doc_del(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
                kv_err *err);
