@@ -177,8 +177,11 @@ static int parse_vs(opts *o, const char *arg)
     o->vs = o->xap = false;
     if (strcmp(arg, "none") == 0)
         return 0;
+    size_t len = strlen(arg);
+    /* strtok_r() would skip empty names: "fts5," is refused, not fts5. */
+    int code = len == 0 || arg[0] == ',' || arg[len - 1] == ',' ||
+               strstr(arg, ",,") ? BENCH_USAGE : 0;
     char *s = bench_strdup(arg), *save = NULL;
-    int code = 0;
     for (char *t = strtok_r(s, ",", &save); t && !code;
          t = strtok_r(NULL, ",", &save)) {
         if (strcmp(t, "fts5") == 0)
@@ -186,11 +189,10 @@ static int parse_vs(opts *o, const char *arg)
         else if (strcmp(t, "xapian") == 0)
             o->xap = true;
         else
-            code = usage_error("--vs is fts5, xapian, fts5,xapian or none, "
-                               "not '%s'", arg);
+            code = BENCH_USAGE;
     }
     free(s);
-    if (!code && !o->vs && !o->xap)
+    if (code || (!o->vs && !o->xap))
         code = usage_error("--vs is fts5, xapian, fts5,xapian or none, not "
                            "'%s'", arg);
     if (!code && o->xap && !xap_available())
