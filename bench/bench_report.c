@@ -857,6 +857,21 @@ static void print_growth_load(FILE *out, const bench_growth *g)
                 su, bench_per((double)r->kv.data_bytes,
                               (double)r->kv.postings), fb, ks, fs);
     }
+    if (g->xap_on) {
+        fprintf(out, "%12s %13s %10s %11s\n", "docs", "xapian docs/s",
+                "xapian B/p", "xapian size");
+        for (size_t i = 0; i < g->n; i++) {
+            const bench_result *r = &g->r[i];
+            char d[32], xd[32], xs[32];
+            bench_thousands(d, sizeof d, (double)r->corpus.docs);
+            bench_thousands(xd, sizeof xd, bench_per((double)r->corpus.docs,
+                                                     r->xap.secs));
+            fmt_value(xs, sizeof xs, (double)r->xap.data_bytes, U_BYTES);
+            fprintf(out, "%12s %13s %10.1f %11s\n", d, xd,
+                    bench_per((double)r->xap.data_bytes,
+                              (double)r->xap.postings), xs);
+        }
+    }
     if (!isnan(g->scale)) {
         char a[32], b[32];
         bench_thousands(a, sizeof a, (double)g->scale_to);
@@ -868,29 +883,35 @@ static void print_growth_load(FILE *out, const bench_growth *g)
 
 static void print_growth_latency(FILE *out, const bench_growth *g)
 {
-    fprintf(out, "\nmedian latency, ms%s\n%-12s %-7s", g->vs ?
-            " (kvfts / fts5)" : " (kvfts)", "class", "");
+    const char *what = g->vs && g->xap_on ? " (kvfts / fts5 / xapian)"
+                     : g->vs ? " (kvfts / fts5)"
+                     : g->xap_on ? " (kvfts / xapian)" : " (kvfts)";
+    int w = g->vs && g->xap_on ? 25 : 17;
+    fprintf(out, "\nmedian latency, ms%s\n%-12s %-7s", what, "class", "");
     for (size_t i = 0; i < g->n; i++) {
         char d[32];
         bench_thousands(d, sizeof d, (double)g->r[i].corpus.docs);
-        fprintf(out, " %17s", d);
+        fprintf(out, " %*s", w, d);
     }
     fputc('\n', out);
     for (int c = 0; c < NCLASS; c++)
         for (int k = 0; k < 2; k++) {
             int mk = k ? M_KV_COUNT : M_KV_TOP, mf = k ? M_FTS_COUNT
                                                        : M_FTS_TOP;
+            int mx = k ? M_XAP_COUNT : M_XAP_TOP;
             fprintf(out, "%-12s %-7s", bench_class_names[c],
                     k ? "count" : "top-10");
             for (size_t i = 0; i < g->n; i++) {
                 const bench_class_stats *s = &g->r[i].cls[c];
-                char cell[40];
+                char cell[64];
+                int n = snprintf(cell, sizeof cell, "%.3f", s->med[mk]);
                 if (g->vs)
-                    snprintf(cell, sizeof cell, "%.3f / %.3f", s->med[mk],
-                             s->med[mf]);
-                else
-                    snprintf(cell, sizeof cell, "%.3f", s->med[mk]);
-                fprintf(out, " %17s", s->nq ? cell : "-");
+                    n += snprintf(cell + n, sizeof cell - (size_t)n,
+                                  " / %.3f", s->med[mf]);
+                if (g->xap_on)
+                    snprintf(cell + n, sizeof cell - (size_t)n, " / %.3f",
+                             s->med[mx]);
+                fprintf(out, " %*s", w, s->nq ? cell : "-");
             }
             fputc('\n', out);
         }
@@ -908,15 +929,19 @@ void bench_print_growth(FILE *out, const bench_growth *g)
                 g->vs ? sqlite3_libversion() : "");
     print_growth_load(out, g);
     print_growth_latency(out, g);
-    if (!g->vs)
-        return;
-    size_t equal = 0, total = 0;
+    size_t equal = 0, total = 0, xequal = 0, xtotal = 0;
     for (size_t i = 0; i < g->n; i++) {
         total += g->r[i].count_n;
         equal += g->r[i].count_equal;
+        xtotal += g->r[i].xcount_n;
+        xequal += g->r[i].xcount_equal;
     }
-    fprintf(out, "\nmatch counts: %zu of %zu (query, size) pairs equal  %s\n",
-            equal, total, equal == total ? "ok" : "MISS");
+    if (g->vs)
+        fprintf(out, "\nmatch counts: %zu of %zu (query, size) pairs equal  "
+                "%s\n", equal, total, equal == total ? "ok" : "MISS");
+    if (g->xap_on)
+        fprintf(out, "%smatch counts vs xapian: %zu of %zu (query, size) "
+                "pairs equal\n", g->vs ? "" : "\n", xequal, xtotal);
 }
 
 int bench_write_growth_json(const char *path, const bench_growth *g)

@@ -177,6 +177,11 @@ expect_exit 0 kv bench --bench-dir "$B" --growth --sizes 50,200 --runs 1 \
     --work "$T_DIR/gwork" --out "$T_DIR/out" --data "$T_DIR/data"
 expect_stdout_contains "kvfts docs/s at 200 / at 50 ="
 expect_stdout_contains "match counts: 20 of 20 (query, size) pairs equal  ok"
+if [ "$XAPIAN" = 1 ]; then
+    expect_stdout_contains "match counts vs xapian: 20 of 20 (query, size) pairs equal"
+    expect_eq "growth xapian loads" \
+        "$(jq -c '[.growth[].load.xapian.documents]' "$T_DIR/out/growth.json")" '[50,200]'
+fi
 check "growth table has every class" \
     test "$(grep -cE '^(term-common|term-rare|and2|and3|or|not|phrase|prefix|field) +(top-10|count) ' <<<"$OUT")" = 18
 expect_eq "growth JSON" "$(jq -c '[.growth[].docs, (.scale.to_docs)]' "$T_DIR/out/growth.json")" '[50,200,200]'
