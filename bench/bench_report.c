@@ -923,10 +923,12 @@ void bench_print_growth(FILE *out, const bench_growth *g)
             g->spec->title);
     if (g->n)
         fprintf(out, "%zu queries, %d timed runs each, warm caches; kvfts %s "
-                "(load --mem %u)%s%s; B/p = data bytes per posting\n\n",
+                "(load --mem %u)%s%s%s%s; B/p = data bytes per posting\n\n",
                 g->r[0].qs->n, g->r[0].runs, KVFTS_VERSION_STRING,
                 g->r[0].mem_mb, g->vs ? " vs SQLite FTS5 " : "",
-                g->vs ? sqlite3_libversion() : "");
+                g->vs ? sqlite3_libversion() : "",
+                !g->xap_on ? "" : g->vs ? " and Xapian " : " vs Xapian ",
+                g->xap_on ? xap_version() : "");
     print_growth_load(out, g);
     print_growth_latency(out, g);
     size_t equal = 0, total = 0, xequal = 0, xtotal = 0;

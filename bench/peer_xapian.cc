@@ -25,7 +25,6 @@
 struct xap_db {
     Xapian::Database rdb;            /* the database queries read */
     Xapian::WritableDatabase wdb;    /* xap_create() only */
-    bool writable = false;
     Xapian::TermGenerator tg;
     Xapian::QueryParser qp;
     std::vector<std::string> prefixes;   /* "X" + FIELD, per field */
@@ -95,8 +94,6 @@ int xap_create(xap_db **out, const char *dir, const char *const *fields,
         return -1;
     try {
         db->wdb = Xapian::WritableDatabase(dir, Xapian::DB_CREATE_OR_OVERWRITE);
-        db->writable = true;
-        db->tg.set_database(db->wdb);  /* (only used for spelling: off) */
         set_fields(db, fields, nfields);
         return 0;
     } catch (const Xapian::Error &e) {
