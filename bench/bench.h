@@ -1,6 +1,6 @@
 /*
  * bench/bench.h -- the internal header of kvfts-bench, the side-by-side
- * benchmark of kvfts and SQLite FTS5 (DESIGN.md §8, issue 6).  One header
+ * benchmark of kvfts, SQLite FTS5 and Xapian (issues 6 and 15).  One header
  * for the harness's files, in "interface to bench_X.c" sections:
  *
  *   kvfts_bench.c   main: options, finding the bench/ directory and the
@@ -9,16 +9,19 @@
  *                   (bench/queries/NAME.tsv), key templates
  *   bench_jsonl.c   a streaming JSON Lines reader (YAJL callbacks) that
  *                   picks the indexed fields and the key's values
- *   bench_load.c    the loads: kvfts (the real command, fork+exec) and FTS5
- *                   (this binary), each measured in a clean child; sizes
- *   bench_run.c     timed queries on both engines and match-set agreement
+ *   bench_load.c    the loads: kvfts (the real command, fork+exec), FTS5
+ *                   and Xapian (this binary), each measured in a clean
+ *                   child; sizes
+ *   bench_run.c     timed queries on every engine and match-set agreement
  *   bench_readers.c --readers N: searching processes idle and during a load
  *   bench_report.c  figures and targets, the tables and JSON
  *   bench_chart.c   the SVG charts (gnuplot)
  *   bench_util.c    messages, allocation, paths, formatting
+ *   peer_xapian.cc  the Xapian peer (C++) behind the C API of peer_xapian.h
+ *                   (peer_xapian_none.c when built without Xapian)
  *
  * Nothing here is part of the library: the harness uses only kvfts.h,
- * libsqlite3 and YAJL.  Fallible functions print one line
+ * libsqlite3, libxapian (through peer_xapian.h) and YAJL.  Fallible functions print one line
  * "kvfts-bench: <what>: <why>" and return an exit status (BENCH_ERR or
  * BENCH_USAGE), 0 on success.
  */
@@ -45,7 +48,8 @@ enum {
 extern const char *const bench_class_names[NCLASS];
 
 /* What is timed per query: top-10 and count on each engine. */
-enum { M_KV_TOP, M_FTS_TOP, M_KV_COUNT, M_FTS_COUNT, NMODE };
+enum { M_KV_TOP, M_FTS_TOP, M_KV_COUNT, M_FTS_COUNT, M_XAP_TOP, M_XAP_COUNT,
+       NMODE };
 
 #define BENCH_MAX_SIZES 16
 #define BENCH_MAX_READERS 64
@@ -114,18 +118,24 @@ typedef struct bench_spec {
 /* One line of a query set, and what running it measured. */
 typedef struct bench_query {
     int cls;
-    char *kv, *fts;       /* the query in each engine's syntax */
+    char *kv, *fts, *xap; /* the query in each engine's syntax */
     unsigned line;        /* line in the .tsv */
     double *t[NMODE];     /* runs samples per mode, milliseconds */
     double med[NMODE];    /* median per mode */
-    uint64_t kv_count, fts_count;   /* from the count queries */
-    size_t kv_top, fts_top;         /* hits of the top-10 queries */
-    /* match-set agreement (when compared) */
+    uint64_t kv_count, fts_count, xap_count;  /* from the count queries */
+    size_t kv_top, fts_top, xap_top;          /* hits of the top-10 queries */
+    /* match-set agreement with FTS5 (when compared) */
     bool compared;
     uint64_t kv_matches, fts_matches;
     bool equal;
     char *diff_key;       /* first differing key, or NULL */
     bool diff_in_kv;      /* that key is only in kvfts's set (else FTS5's) */
+    /* the same with Xapian */
+    bool xap_compared;
+    uint64_t xap_matches;
+    bool xap_equal;
+    char *xap_diff_key;
+    bool xap_diff_in_kv;
 } bench_query;
 
 typedef struct bench_queries {
@@ -185,8 +195,10 @@ typedef struct bench_load {
     uint64_t log_bytes;   /* kvfts: log.* files */
     uint64_t region_bytes;/* kvfts: __db.* region files */
     uint64_t docs;        /* documents the engine holds */
-    uint64_t terms;       /* kvfts: fts:: entries; FTS5: (column, term) */
-    uint64_t postings;    /* kvfts: stats.postings; FTS5: (column, term, doc) */
+    uint64_t terms;       /* kvfts: fts:: entries; FTS5: (column, term);
+                             Xapian: terms, prefixed or not, but Q<key> */
+    uint64_t postings;    /* kvfts: stats.postings; FTS5: (column, term, doc);
+                             Xapian: the sum of those terms' frequencies */
 } bench_load;
 
 /* Where things are, for one run. */
@@ -211,11 +223,16 @@ int bench_reload_kvfts(bench_load *l, const bench_env *e, const char *key,
 /** FTS5 into WORK/fts5.db, measured (runs `kvfts-bench --internal-fts5`). */
 int bench_load_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
                     const bench_corpus *c);
+/** Xapian into WORK/xapian/, measured (`kvfts-bench --internal-xapian`);
+ *  its size is that of every file in the directory (du -sb). */
+int bench_load_xapian(bench_load *l, const bench_env *e, const bench_spec *s,
+                      const bench_corpus *c);
 /** Remove the databases of WORK (nothing else in it). */
 void bench_work_clean(const char *work);
 /** Remove WORK/kvfts only. */
 void bench_kvfts_clean(const char *work);
-/** The internal modes: --internal-measure and --internal-fts5. */
+/** The internal modes: --internal-measure, --internal-fts5 and
+ *  --internal-xapian. */
 int bench_internal(int argc, char **argv);
 
 /* ---- interface to bench_run.c ------------------------------------------- */
@@ -227,7 +244,8 @@ typedef struct bench_class_stats {
 
 typedef struct bench_run_opts {
     const char *kv_dir;   /* WORK/kvfts */
-    const char *fts_db;   /* WORK/fts5.db, or NULL (--vs none) */
+    const char *fts_db;   /* WORK/fts5.db, or NULL (no FTS5 peer) */
+    const char *xap_dir;  /* WORK/xapian, or NULL (no Xapian peer) */
     const bench_spec *spec;
     int runs;
     bool match_sets;      /* compare full match sets (else counts only) */
@@ -237,7 +255,8 @@ typedef struct bench_run_opts {
  *  compare match sets; fills qs->q[i] and cls[]; also the engines' stats
  *  (terms, postings, documents) into kv / fts. */
 int bench_run(bench_queries *qs, bench_class_stats cls[NCLASS],
-              bench_load *kv, bench_load *fts, const bench_run_opts *o);
+              bench_load *kv, bench_load *fts, bench_load *xap,
+              const bench_run_opts *o);
 
 /* ---- interface to bench_readers.c --------------------------------------- */
 
@@ -284,9 +303,14 @@ typedef struct bench_fig {
     char id[64];          /* JSON name, e.g. "or.top10.median_ms" */
     char label[48];       /* table label */
     int unit;             /* U_* below */
-    double kv, fts;       /* NAN: not measured */
+    double kv, fts, xap;  /* NAN: not measured */
     double ratio;         /* kv / fts; NAN without the peer */
-    int target;           /* T_* */
+    double ratio_xap;     /* kv / xap; NAN without Xapian */
+    double best;          /* the better of fts and xap (lower, or higher
+                             for speeds); NAN without either */
+    double ratio_best;    /* kv / best */
+    const char *best_peer;/* "fts5", "xapian" or NULL */
+    int target;           /* T_* (of ratio, kvfts / FTS5) */
     double goal;          /* the target's number */
     int ok;               /* 1 ok, 0 miss, -1 no target or not measured */
 } bench_fig;
@@ -297,8 +321,9 @@ typedef struct bench_result {
     const bench_spec *spec;
     const bench_queries *qs;
     bench_corpus corpus;
-    bench_load kv, fts;
-    bool vs;              /* the peer ran */
+    bench_load kv, fts, xap;
+    bool vs;              /* the FTS5 peer ran */
+    bool xap_on;          /* the Xapian peer ran */
     int runs;
     unsigned mem_mb;
     bench_class_stats cls[NCLASS];
@@ -308,6 +333,9 @@ typedef struct bench_result {
     uint64_t agree_matches;          /* matches of the compared queries */
     size_t count_n, count_equal;     /* queries whose counts were compared /
                                         equal (the growth run's check) */
+    size_t xagree_n, xagree_equal;   /* the same three with Xapian */
+    uint64_t xagree_matches;
+    size_t xcount_n, xcount_equal;
     bench_readers readers;           /* --readers (readers.n 0: none) */
 } bench_result;
 
@@ -316,7 +344,7 @@ typedef struct bench_growth {
     const bench_spec *spec;
     bench_result r[BENCH_MAX_SIZES];
     size_t n;
-    bool vs;
+    bool vs, xap_on;      /* the peers that ran */
     double scale;         /* docs/s at the largest size / at 100k (or the
                              smallest); NAN with fewer than two sizes */
     uint64_t scale_from, scale_to;

@@ -10,7 +10,8 @@
  * ratio on a log scale around 1 (load throughput shown as a time, so lower
  * is better everywhere), green when its target is met, red when missed,
  * grey without a target, with each target marked (the RSS bound on kvfts
- * is drawn as the ratio it allows).  The growth chart plots load speed,
+ * is drawn as the ratio it allows), and, when Xapian ran, the kvfts/Xapian
+ * ratio of the same figure as a blue diamond on the bar.  The growth chart plots load speed,
  * bytes per posting and the per-class latency (kvfts/FTS5, or kvfts alone)
  * against the corpus size, on a log scale of documents.
  */
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "kvfts.h"
+#include "peer_xapian.h"
 
 /* ---- gnuplot ------------------------------------------------------------ */
 
@@ -105,7 +107,7 @@ static void gp_text(char *out, size_t cap, const char *s)
     out[o] = '\0';
 }
 
-/* One bar per figure with a ratio: "i label value goal color". */
+/* One bar per figure with a ratio: "i label value goal color xapian". */
 static int chart_bars(FILE *f, const bench_result *r, double *lo, double *hi)
 {
     fprintf(f, "$d << EOD\n");
@@ -123,13 +125,20 @@ static int chart_bars(FILE *f, const bench_result *r, double *lo, double *hi)
                     : g->target == T_ABS_LE ? g->goal / g->fts : NAN;
         unsigned color = g->ok == 1 ? 0x2ca02c : g->ok == 0 ? 0xd62728
                        : 0x999999;
-        char gs[32] = "NaN";
+        double x = speed ? 1 / g->ratio_xap : g->ratio_xap;
+        char gs[32] = "NaN", xs[32] = "NaN";
         if (!isnan(goal))
             snprintf(gs, sizeof gs, "%.6g", goal);
-        fprintf(f, "%d \"%s\" %.6g %s %u\n", n++, speed ? "load time"
-                : g->label, v, gs, color);
+        if (!isnan(x))
+            snprintf(xs, sizeof xs, "%.6g", x);
+        fprintf(f, "%d \"%s\" %.6g %s %u %s\n", n++, speed ? "load time"
+                : g->label, v, gs, color, xs);
         *lo = fmin(*lo, isnan(goal) ? v : fmin(v, goal));
         *hi = fmax(*hi, isnan(goal) ? v : fmax(v, goal));
+        if (!isnan(x)) {
+            *lo = fmin(*lo, x);
+            *hi = fmax(*hi, x);
+        }
     }
     fprintf(f, "EOD\n");
     return n;
@@ -154,7 +163,7 @@ int bench_write_svg(const char *svg, const bench_result *r)
         "set terminal svg size 900,%d dynamic font 'sans,11' "
         "background rgb 'white'\n"
         "set output \"%s\"\n"
-        "set title \"kvfts %s / SQLite %s FTS5: %s, %s docs\\n(lower is "
+        "set title \"kvfts %s / SQLite %s FTS5%s%s: %s, %s docs\\n(lower is "
         "better; load throughput shown as time)\" noenhanced\n"
         "set logscale x\nset xrange [%.3g:%.3g]\nset yrange [%d.7:-0.7]\n"
         "set xlabel 'kvfts / FTS5 (log scale)'\n"
@@ -170,11 +179,16 @@ int bench_write_svg(const char *svg, const bench_result *r)
         "labels left offset 0.5,0 font ',8' notitle, \\\n"
         "  $d using ($3 < 1 ? $3 : 1/0):1:(sprintf('%%.2f', $3)) with "
         "labels right offset -0.5,0 font ',8' notitle, \\\n"
+        "%s"
         "  NaN with boxes lc rgb '#2ca02c' title 'met', \\\n"
         "  NaN with boxes lc rgb '#d62728' title 'missed', \\\n"
         "  NaN with boxes lc rgb '#999999' title 'no target'\n",
-        160 + 18 * n, svg, KVFTS_VERSION_STRING, sqlite3_libversion(), title,
-        docs, lo / 2, hi * 2, n ? n - 1 : 0);
+        160 + 18 * n, svg, KVFTS_VERSION_STRING, sqlite3_libversion(),
+        r->xap_on ? " (bars) and Xapian " : "",
+        r->xap_on ? xap_version() : "", title, docs, lo / 2, hi * 2,
+        n ? n - 1 : 0,
+        r->xap_on ? "  $d using 6:1 with points pt 13 ps 1.1 lc rgb "
+                    "'#1f77b4' title 'kvfts / Xapian', \\\n" : "");
     fclose(f);
     int code = run_gnuplot(script, len, svg);
     free(script);

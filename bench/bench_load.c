@@ -8,7 +8,10 @@
  * binary (`kvfts-bench --internal-fts5 ...`) into the file WORK/fts5.db
  * with SQLite's default pragmas (rollback journal, synchronous=FULL: as
  * durable as kvfts, which syncs each commit), all rows in ONE transaction,
- * documents read with the streaming reader of bench_jsonl.c.
+ * documents read with the streaming reader of bench_jsonl.c.  Xapian is
+ * loaded the same way (`kvfts-bench --internal-xapian ...`) into the
+ * directory WORK/xapian, as peer_xapian.h describes: Xapian's own
+ * automatic flushes, one commit at the end.
  *
  * Measuring.  Each load runs as the child of a small "measurer", this
  * binary freshly exec'd as `kvfts-bench --internal-measure OUT CMD...`: it
@@ -25,13 +28,16 @@
  * The comparison uses the data files, after the checkpoint `kvfts load`
  * does when it closes: logs are recycled by checkpoints and regions are
  * memory, neither is the index.  Both other kinds are reported beside.
- * FTS5's figure is the size of fts5.db after its commit.
+ * FTS5's figure is the size of fts5.db after its commit; Xapian's, that of
+ * every file of WORK/xapian after its commit (what `du -sb` counts but the
+ * directory entry itself).
  */
 /* wait4(), sync() and nftw() are BSD / XSI, beyond _POSIX_C_SOURCE. */
 #define _DEFAULT_SOURCE
 #define _XOPEN_SOURCE 700
 
 #include "bench.h"
+#include "peer_xapian.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -506,12 +512,129 @@ static int internal_fts5(int argc, char **argv)
     return code;
 }
 
+/* ---- Xapian ------------------------------------------------------------- */
+
+int bench_load_xapian(bench_load *l, const bench_env *e, const bench_spec *s,
+                      const bench_corpus *c)
+{
+    memset(l, 0, sizeof *l);
+    char *dir = bench_path(e->work, "xapian");
+    size_t argc = 5 + s->nfields;
+    char **argv = bench_xmalloc((argc + 1) * sizeof *argv);
+    argv[0] = (char *)e->self;
+    argv[1] = "--internal-xapian";
+    argv[2] = dir;
+    argv[3] = c->path;
+    argv[4] = s->key.text;
+    memcpy(argv + 5, s->fields, s->nfields * sizeof *argv);
+    argv[argc] = NULL;
+    int st = run_measured(l, e, argv, argc, "/dev/null", "xapian load");
+    free(argv);
+    int code = 0;
+    if (st != 0)
+        code = bench_fail(BENCH_ERR, "xapian load %s: %s", c->path,
+                          st < 0 ? "did not run" : "failed (see above)");
+    else
+        code = dir_sizes(l, dir);
+    if (!code) {                  /* no log.* or __db.* there: all data */
+        l->data_bytes += l->log_bytes + l->region_bytes;
+        l->log_bytes = l->region_bytes = 0;
+    }
+    l->done = code == 0;
+    free(dir);
+    return code;
+}
+
+/* The Xapian loader, in the measured child. */
+typedef struct xap_loader {
+    xap_db *db;
+    const char *corpus;
+    bench_tmpl key;
+    size_t nfields;
+    char *keybuf;
+    size_t keycap;
+    uint64_t docs;
+    double t0, last;
+    bool progress;
+} xap_loader;
+
+static void xap_progress(xap_loader *L, uint64_t bytes, bool final)
+{
+    double now = bench_now();
+    if (!L->progress || (!final && now - L->last < 0.25))
+        return;
+    L->last = now;
+    double s = now - L->t0 > 0 ? now - L->t0 : 1e-9;
+    fprintf(stderr, "\rxapian: %" PRIu64 " docs  %.1f MB  %.0f docs/s   %s",
+            L->docs, (double)bytes / 1e6, (double)L->docs / s,
+            final ? "\n" : "");
+    fflush(stderr);
+}
+
+static int xap_doc(void *payload, const char *const *vals,
+                   const size_t *lens, uint64_t bytes)
+{
+    xap_loader *L = payload;
+    const size_t nf = L->nfields;
+    size_t missing;
+    L->docs++;
+    long kn = bench_tmpl_render(&L->keybuf, &L->keycap, &L->key, vals + nf,
+                                lens + nf, &missing);
+    if (kn < 0)
+        return bench_fail(BENCH_ERR, "xapian load: %s: document %" PRIu64
+                          ": no value at '%s' for the key", L->corpus,
+                          L->docs, L->key.paths[missing]);
+    if (xap_add(L->db, L->keybuf, (size_t)kn, vals, lens) != 0)
+        return bench_fail(BENCH_ERR, "xapian load: %s: document %" PRIu64
+                          ": %s", L->corpus, L->docs, xap_errmsg(L->db));
+    xap_progress(L, bytes, false);
+    return 0;
+}
+
+/* --internal-xapian DIR CORPUS TEMPLATE FIELD... */
+static int internal_xapian(int argc, char **argv)
+{
+    if (argc < 6)
+        return BENCH_USAGE;
+    xap_loader L;
+    memset(&L, 0, sizeof L);
+    L.corpus = argv[3];
+    L.nfields = (size_t)argc - 5;
+    L.progress = bench_tty();
+    L.t0 = L.last = bench_now();
+    const char *const *fields = (const char *const *)(argv + 5);
+    int code = bench_tmpl_parse(&L.key, argv[4], "xapian load");
+    if (!code && xap_create(&L.db, argv[2], fields, L.nfields) != 0)
+        code = bench_fail(BENCH_ERR, "xapian load: %s", xap_errmsg(L.db));
+    char err[256];
+    int rc = code ? 0 : jl_scan(L.corpus, fields, L.nfields,
+                                (const char *const *)L.key.paths,
+                                L.key.npaths, xap_doc, &L, err, sizeof err);
+    if (rc < 0)
+        code = bench_fail(BENCH_ERR, "xapian load: %s: %s", L.corpus, err);
+    else if (rc > 0)
+        code = rc;
+    if (!code && xap_commit(L.db) != 0)
+        code = bench_fail(BENCH_ERR, "xapian load: %s", xap_errmsg(L.db));
+    xap_close(L.db);
+    if (!code) {
+        struct stat sb;
+        xap_progress(&L, stat(L.corpus, &sb) == 0 ? (uint64_t)sb.st_size : 0,
+                     true);
+    }
+    bench_tmpl_free(&L.key);
+    free(L.keybuf);
+    return code;
+}
+
 int bench_internal(int argc, char **argv)
 {
     if (strcmp(argv[1], "--internal-measure") == 0)
         return internal_measure(argc, argv);
     if (strcmp(argv[1], "--internal-fts5") == 0)
         return internal_fts5(argc, argv);
+    if (strcmp(argv[1], "--internal-xapian") == 0)
+        return internal_xapian(argc, argv);
     return bench_fail(BENCH_USAGE, "unknown option '%s'", argv[1]);
 }
 
@@ -545,7 +668,10 @@ void bench_work_clean(const char *work)
         unlink(p);
         free(p);
     }
-    char *dir = bench_path(work, "kvfts");
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(dir);
+    static const char *const dirs[] = { "kvfts", "xapian" };
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        char *dir = bench_path(work, dirs[i]);
+        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        free(dir);
+    }
 }

@@ -2,12 +2,19 @@
  * bench_report.c -- turning measurements into figures with targets, and
  * the figures into tables (stdout) and JSON.
  *
- * Figures and targets (issue 6).  Every ratio is kvfts / FTS5:
+ * Figures and targets (issue 6).  Every figure is given for kvfts and for
+ * each peer that ran, with kvfts's ratio to each (kvfts / FTS5, kvfts /
+ * Xapian) and to the best peer: the faster (for load speeds, the one with
+ * the higher figure) or the smaller of the two, figure by figure (issue
+ * 15).  The targets are those of issue 6, on kvfts / FTS5:
  *   load docs/s, load MB/s    the ratio is the speed-up; target >= 2
  *   index size (data files)   target <= 1
  *   peak load RSS             target: kvfts <= --mem + 64 MB (absolute)
  *   per class, top-10 and count: median <= 0.5, p99 <= 1
- *   match sets                identical for every query (100%)
+ *   match sets                identical to FTS5's for every query (100%);
+ *                             Xapian's are compared and every difference
+ *                             listed, but they are no target: Xapian
+ *                             analyses text its own way (peer_xapian.cc)
  *   --readers                 no search of a reader fails, idle or during
  *                             the load (latencies are reported, no target)
  *   growth                    docs/s at the largest size >= 0.8 x docs/s
@@ -29,11 +36,18 @@
 #include <yajl/yajl_gen.h>
 
 #include "kvfts.h"
+#include "peer_xapian.h"
 
 /* ---- figures ------------------------------------------------------------ */
 
+/* NAN unless finite. */
+static double finite_or_nan(double v)
+{
+    return isfinite(v) ? v : NAN;
+}
+
 static bench_fig *fig_add(bench_result *r, const char *id, const char *label,
-                          int unit, double kv, double fts)
+                          int unit, double kv, double fts, double xap)
 {
     r->figs = bench_xrealloc(r->figs, (r->nfigs + 1) * sizeof *r->figs);
     bench_fig *f = &r->figs[r->nfigs++];
@@ -43,9 +57,17 @@ static bench_fig *fig_add(bench_result *r, const char *id, const char *label,
     f->unit = unit;
     f->kv = kv;
     f->fts = r->vs ? fts : NAN;
-    f->ratio = f->kv / f->fts;
-    if (!isfinite(f->ratio))
-        f->ratio = NAN;
+    f->xap = r->xap_on ? xap : NAN;
+    f->ratio = finite_or_nan(f->kv / f->fts);
+    f->ratio_xap = finite_or_nan(f->kv / f->xap);
+    /* The best peer: the higher speed, else the lower figure. */
+    bool higher = unit == U_DOCS_S || unit == U_MB_S;
+    bool fts_ok = !isnan(f->fts), xap_ok = !isnan(f->xap);
+    bool pick_xap = xap_ok && (!fts_ok || (higher ? f->xap > f->fts
+                                                  : f->xap < f->fts));
+    f->best = pick_xap ? f->xap : f->fts;
+    f->best_peer = pick_xap ? "xapian" : fts_ok ? "fts5" : NULL;
+    f->ratio_best = finite_or_nan(f->kv / f->best);
     f->ok = -1;
     return f;
 }
@@ -66,26 +88,31 @@ static void fig_target(bench_fig *f, int kind, double goal)
 static void load_figures(bench_result *r)
 {
     const bench_corpus *c = &r->corpus;
-    const bench_load *k = &r->kv, *f = &r->fts;
+    const bench_load *k = &r->kv, *f = &r->fts, *x = &r->xap;
     double docs = (double)c->docs, text = (double)c->text_bytes / 1e6;
     fig_target(fig_add(r, "load.docs_per_s", "load docs/s", U_DOCS_S,
-                       bench_per(docs, k->secs), bench_per(docs, f->secs)),
+                       bench_per(docs, k->secs), bench_per(docs, f->secs),
+                       bench_per(docs, x->secs)),
                T_RATIO_GE, 2.0);
     fig_target(fig_add(r, "load.mb_per_s", "load MB/s (indexed text)",
                        U_MB_S, bench_per(text, k->secs),
-                       bench_per(text, f->secs)),
+                       bench_per(text, f->secs), bench_per(text, x->secs)),
                T_RATIO_GE, 2.0);
     fig_target(fig_add(r, "index.bytes", "index size (data files)", U_BYTES,
-                       (double)k->data_bytes, (double)f->data_bytes),
+                       (double)k->data_bytes, (double)f->data_bytes,
+                       (double)x->data_bytes),
                T_RATIO_LE, 1.0);
     fig_add(r, "index.size_per_input", "index size / input", U_X,
             bench_per((double)k->data_bytes, (double)c->bytes),
-            bench_per((double)f->data_bytes, (double)c->bytes));
+            bench_per((double)f->data_bytes, (double)c->bytes),
+            bench_per((double)x->data_bytes, (double)c->bytes));
     fig_add(r, "index.bytes_per_posting", "index bytes / posting", U_COUNT,
             bench_per((double)k->data_bytes, (double)k->postings),
-            bench_per((double)f->data_bytes, (double)f->postings));
+            bench_per((double)f->data_bytes, (double)f->postings),
+            bench_per((double)x->data_bytes, (double)x->postings));
     fig_target(fig_add(r, "load.peak_rss_kb", "peak load RSS", U_KB,
-                       (double)k->maxrss_kb, (double)f->maxrss_kb),
+                       (double)k->maxrss_kb, (double)f->maxrss_kb,
+                       (double)x->maxrss_kb),
                T_ABS_LE, ((double)r->mem_mb + 64) * 1024);
 }
 
@@ -97,13 +124,17 @@ void bench_figures(bench_result *r)
     load_figures(r);
     static const struct {
         const char *id, *label;
-        int kv, fts;
+        int kv, fts, xap;
         bool p99;
     } kinds[] = {
-        { "top10.median_ms", "top-10 median", M_KV_TOP, M_FTS_TOP, false },
-        { "top10.p99_ms", "top-10 p99", M_KV_TOP, M_FTS_TOP, true },
-        { "count.median_ms", "count median", M_KV_COUNT, M_FTS_COUNT, false },
-        { "count.p99_ms", "count p99", M_KV_COUNT, M_FTS_COUNT, true },
+        { "top10.median_ms", "top-10 median", M_KV_TOP, M_FTS_TOP, M_XAP_TOP,
+          false },
+        { "top10.p99_ms", "top-10 p99", M_KV_TOP, M_FTS_TOP, M_XAP_TOP,
+          true },
+        { "count.median_ms", "count median", M_KV_COUNT, M_FTS_COUNT,
+          M_XAP_COUNT, false },
+        { "count.p99_ms", "count p99", M_KV_COUNT, M_FTS_COUNT, M_XAP_COUNT,
+          true },
     };
     for (int c = 0; c < NCLASS; c++)
         for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
@@ -116,16 +147,27 @@ void bench_figures(bench_result *r)
                      kinds[k].label);
             bench_fig *f = fig_add(r, id, label, U_MS,
                                    s->nq ? v[kinds[k].kv] : NAN,
-                                   s->nq ? v[kinds[k].fts] : NAN);
+                                   s->nq ? v[kinds[k].fts] : NAN,
+                                   s->nq ? v[kinds[k].xap] : NAN);
             fig_target(f, T_RATIO_LE, kinds[k].p99 ? 1.0 : 0.5);
         }
     r->agree_n = r->agree_equal = 0;
     r->agree_matches = 0;
     r->count_n = r->vs ? r->qs->n : 0;
     r->count_equal = 0;
+    r->xagree_n = r->xagree_equal = 0;
+    r->xagree_matches = 0;
+    r->xcount_n = r->xap_on ? r->qs->n : 0;
+    r->xcount_equal = 0;
     for (size_t i = 0; i < r->qs->n; i++) {
         const bench_query *q = &r->qs->q[i];
         r->count_equal += r->vs && q->kv_count == q->fts_count;
+        r->xcount_equal += r->xap_on && q->kv_count == q->xap_count;
+        if (q->xap_compared) {
+            r->xagree_n++;
+            r->xagree_equal += q->xap_equal;
+            r->xagree_matches += q->kv_matches;
+        }
         if (!q->compared)
             continue;
         r->agree_n++;
@@ -181,38 +223,70 @@ static void print_header(FILE *out, const bench_result *r)
     if (r->vs)
         fprintf(out, " vs SQLite %s FTS5 (unicode61 remove_diacritics 2, "
                 "detail=full, 64 MB cache)", sqlite3_libversion());
+    if (r->xap_on)
+        fprintf(out, "%s Xapian %s (field prefixes + unprefixed terms, "
+                "positions, no stemming; BM25 top-10, BoolWeight counts)",
+                r->vs ? " and" : " vs", xap_version());
     fprintf(out, "; %ld CPUs\n\n", sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-static void print_diffs(FILE *out, const bench_result *r)
+static void print_diffs(FILE *out, const bench_result *r, bool xap)
 {
     for (size_t i = 0; i < r->qs->n; i++) {
         const bench_query *q = &r->qs->q[i];
-        if (!q->compared || q->equal)
+        if (xap ? !q->xap_compared || q->xap_equal : !q->compared || q->equal)
             continue;
-        fprintf(out, "  DIFFERS %s:%u [%s] kvfts '%s' (%" PRIu64 ") / fts5 "
+        const char *peer = xap ? "xapian" : "fts5";
+        fprintf(out, "  DIFFERS %s:%u [%s] kvfts '%s' (%" PRIu64 ") / %s "
                 "'%s' (%" PRIu64 "): first difference '%s', only in %s\n",
                 r->qs->file, q->line, bench_class_names[q->cls], q->kv,
-                q->kv_matches, q->fts, q->fts_matches, q->diff_key,
-                q->diff_in_kv ? "kvfts" : "fts5");
+                q->kv_matches, peer, xap ? q->xap : q->fts,
+                xap ? q->xap_matches : q->fts_matches,
+                xap ? q->xap_diff_key : q->diff_key,
+                (xap ? q->xap_diff_in_kv : q->diff_in_kv) ? "kvfts" : peer);
     }
 }
 
+/* "0.42", or "" for NAN. */
+static void fmt_ratio(char *out, size_t cap, double v)
+{
+    if (isnan(v))
+        out[0] = '\0';
+    else
+        snprintf(out, cap, "%.2f", v);
+}
+
+/* The columns: kvfts, then per peer its figure; then per peer kvfts's
+ * ratio to it, and with both peers the ratio to the best of them (its
+ * name beside: F for FTS5, X for Xapian); the target and the mark. */
 static void print_row(FILE *out, const bench_result *r, const bench_fig *f)
 {
-    char kv[32], fts[32], ratio[32] = "", tgt[32] = "";
+    char kv[32], fts[32], xap[32], ratio[32], rxap[32], rbest[40],
+         tgt[32] = "";
     fmt_value(kv, sizeof kv, f->kv, f->unit);
     fmt_value(fts, sizeof fts, f->fts, f->unit);
-    if (!isnan(f->ratio))
-        snprintf(ratio, sizeof ratio, "%.2f", f->ratio);
+    fmt_value(xap, sizeof xap, f->xap, f->unit);
+    fmt_ratio(ratio, sizeof ratio, f->ratio);
+    fmt_ratio(rxap, sizeof rxap, f->ratio_xap);
+    fmt_ratio(rbest, sizeof rbest, f->ratio_best);
+    if (rbest[0] && f->best_peer)
+        snprintf(rbest + strlen(rbest), sizeof rbest - strlen(rbest), " %c",
+                 f->best_peer[0] == 'x' ? 'X' : 'F');
     if (r->vs || f->target == T_ABS_LE)
         fmt_target(tgt, sizeof tgt, f);
     const char *mark = f->ok == 1 ? "ok" : f->ok == 0 ? "MISS" : "";
+    fprintf(out, "%-28s %12s", f->label, kv);
     if (r->vs)
-        fprintf(out, "%-28s %12s %12s %11s %10s  %s\n", f->label, kv, fts,
-                ratio, tgt, mark);
-    else
-        fprintf(out, "%-28s %12s %10s  %s\n", f->label, kv, tgt, mark);
+        fprintf(out, " %12s", fts);
+    if (r->xap_on)
+        fprintf(out, " %12s", xap);
+    if (r->vs)
+        fprintf(out, " %11s", ratio);
+    if (r->xap_on)
+        fprintf(out, " %11s", rxap);
+    if (r->vs && r->xap_on)
+        fprintf(out, " %11s", rbest);
+    fprintf(out, " %10s  %s\n", tgt, mark);
 }
 
 static void print_reader_row(FILE *out, const char *what,
@@ -262,20 +336,30 @@ static int print_readers(FILE *out, const bench_result *r)
 void bench_print_table(FILE *out, const bench_result *r)
 {
     print_header(out, r);
+    fprintf(out, "%-28s %12s", "figure", "kvfts");
     if (r->vs)
-        fprintf(out, "%-28s %12s %12s %11s %10s\n", "figure", "kvfts",
-                "fts5", "kvfts/fts5", "target");
-    else
-        fprintf(out, "%-28s %12s %10s\n", "figure", "kvfts", "target");
+        fprintf(out, " %12s", "fts5");
+    if (r->xap_on)
+        fprintf(out, " %12s", "xapian");
+    if (r->vs)
+        fprintf(out, " %11s", "kvfts/fts5");
+    if (r->xap_on)
+        fprintf(out, " %11s", "kvfts/xap");
+    if (r->vs && r->xap_on)
+        fprintf(out, " %11s", "kvfts/best");
+    fprintf(out, " %10s\n", "target");
     int met = 0, missed = 0;
     for (size_t i = 0; i < r->nfigs; i++) {
         print_row(out, r, &r->figs[i]);
         met += r->figs[i].ok == 1;
         missed += r->figs[i].ok == 0;
     }
+    if (r->vs || r->xap_on)
+        fprintf(out, "(kvfts/peer of docs/s and MB/s is the speed-up, higher "
+                "is better; of the rest, lower is better%s)\n",
+                r->vs && r->xap_on ? "; best = the better peer of each "
+                "figure, F FTS5, X Xapian; targets are on kvfts/fts5" : "");
     if (r->vs) {
-        fprintf(out, "(kvfts/fts5 of docs/s and MB/s is the speed-up, higher "
-                "is better; of the rest, lower is better)\n");
         double pct = r->agree_n ? 100.0 * (double)r->agree_equal /
                                   (double)r->agree_n : 0;
         char m[32];
@@ -283,9 +367,22 @@ void bench_print_table(FILE *out, const bench_result *r)
         fprintf(out, "\nmatch sets: %zu of %zu queries identical (%.1f%%), "
                 "%s matches  %s\n", r->agree_equal, r->agree_n, pct, m,
                 r->agree_equal == r->agree_n ? "ok" : "MISS");
-        print_diffs(out, r);
+        print_diffs(out, r, false);
         met += r->agree_equal == r->agree_n;
         missed += r->agree_equal != r->agree_n;
+    }
+    if (r->xap_on) {
+        /* No target: Xapian's analysis differs (README, "Benchmarks"). */
+        double pct = r->xagree_n ? 100.0 * (double)r->xagree_equal /
+                                   (double)r->xagree_n : 0;
+        char m[32];
+        bench_thousands(m, sizeof m, (double)r->xagree_matches);
+        fprintf(out, "%smatch sets vs xapian: %zu of %zu queries identical "
+                "(%.1f%%), %s matches of kvfts%s\n", r->vs ? "" : "\n",
+                r->xagree_equal, r->xagree_n, pct, m,
+                r->xagree_equal == r->xagree_n ? "" : " (no target: Xapian "
+                "splits and folds text its own way)");
+        print_diffs(out, r, true);
     }
     if (r->readers.done) {
         int ok = print_readers(out, r);
@@ -377,6 +474,7 @@ static void json_machine(yajl_gen g)
     yajl_gen_map_open(g);
     jstr(g, "kvfts", KVFTS_VERSION_STRING);
     jstr(g, "sqlite", sqlite3_libversion());
+    jstr(g, "xapian", xap_available() ? xap_version() : NULL);
     yajl_gen_map_close(g);
 }
 
@@ -426,6 +524,10 @@ static void json_figures(yajl_gen g, const bench_result *r)
         jnum(g, "kvfts", f->kv);
         jnum(g, "fts5", f->fts);
         jnum(g, "ratio", f->ratio);
+        jnum(g, "xapian", f->xap);
+        jnum(g, "ratio_xapian", f->ratio_xap);
+        jstr(g, "best_peer", f->best_peer);
+        jnum(g, "ratio_best", f->ratio_best);
         jstr(g, "target", kinds[f->target]);
         jnum(g, "goal", f->target ? f->goal : NAN);
         jkey(g, "ok");
@@ -441,7 +543,8 @@ static void json_figures(yajl_gen g, const bench_result *r)
 static void json_classes(yajl_gen g, const bench_result *r)
 {
     static const char *const keys[NMODE] = {
-        "kvfts_top10", "fts5_top10", "kvfts_count", "fts5_count"
+        "kvfts_top10", "fts5_top10", "kvfts_count", "fts5_count",
+        "xapian_top10", "xapian_count"
     };
     jkey(g, "classes");
     yajl_gen_map_open(g);
@@ -461,7 +564,7 @@ static void json_classes(yajl_gen g, const bench_result *r)
     yajl_gen_map_close(g);
 }
 
-static void json_query(yajl_gen g, const bench_query *q, bool vs)
+static void json_query(yajl_gen g, const bench_query *q, bool vs, bool xap)
 {
     yajl_gen_map_open(g);
     jint(g, "line", q->line);
@@ -472,6 +575,11 @@ static void json_query(yajl_gen g, const bench_query *q, bool vs)
     if (vs) {
         jint(g, "fts5_count", q->fts_count);
         jbool(g, "counts_equal", q->kv_count == q->fts_count);
+    }
+    if (xap) {
+        jstr(g, "xapian", q->xap);
+        jint(g, "xapian_count", q->xap_count);
+        jbool(g, "xapian_counts_equal", q->kv_count == q->xap_count);
     }
     if (q->compared) {
         jint(g, "kvfts_matches", q->kv_matches);
@@ -485,25 +593,43 @@ static void json_query(yajl_gen g, const bench_query *q, bool vs)
             yajl_gen_map_close(g);
         }
     }
+    if (q->xap_compared) {
+        if (!q->compared)
+            jint(g, "kvfts_matches", q->kv_matches);
+        jint(g, "xapian_matches", q->xap_matches);
+        jbool(g, "xapian_equal", q->xap_equal);
+        if (!q->xap_equal) {
+            jkey(g, "xapian_first_difference");
+            yajl_gen_map_open(g);
+            jstr(g, "key", q->xap_diff_key);
+            jstr(g, "only_in", q->xap_diff_in_kv ? "kvfts" : "xapian");
+            yajl_gen_map_close(g);
+        }
+    }
     jnum(g, "kvfts_top10_median_ms", q->med[M_KV_TOP]);
     jnum(g, "kvfts_count_median_ms", q->med[M_KV_COUNT]);
     if (vs) {
         jnum(g, "fts5_top10_median_ms", q->med[M_FTS_TOP]);
         jnum(g, "fts5_count_median_ms", q->med[M_FTS_COUNT]);
     }
+    if (xap) {
+        jnum(g, "xapian_top10_median_ms", q->med[M_XAP_TOP]);
+        jnum(g, "xapian_count_median_ms", q->med[M_XAP_COUNT]);
+    }
     yajl_gen_map_close(g);
 }
 
-static void json_agreement(yajl_gen g, const bench_result *r)
+/* "agreement" (with FTS5) or "xapian_agreement". */
+static void json_agreement(yajl_gen g, const char *name, size_t n,
+                           size_t equal, uint64_t matches)
 {
-    jkey(g, "agreement");
+    jkey(g, name);
     yajl_gen_map_open(g);
-    jint(g, "queries", r->agree_n);
-    jint(g, "equal", r->agree_equal);
-    jnum(g, "percent", r->agree_n ? 100.0 * (double)r->agree_equal /
-                                    (double)r->agree_n : NAN);
-    jint(g, "matches", r->agree_matches);
-    jbool(g, "ok", r->agree_n > 0 && r->agree_equal == r->agree_n);
+    jint(g, "queries", n);
+    jint(g, "equal", equal);
+    jnum(g, "percent", n ? 100.0 * (double)equal / (double)n : NAN);
+    jint(g, "matches", matches);
+    jbool(g, "ok", n > 0 && equal == n);
     yajl_gen_map_close(g);
 }
 
@@ -564,6 +690,8 @@ static void json_result(yajl_gen g, const bench_result *r, bool queries)
     json_load(g, "kvfts", &r->kv);
     if (r->vs)
         json_load(g, "fts5", &r->fts);
+    if (r->xap_on)
+        json_load(g, "xapian", &r->xap);
     yajl_gen_map_close(g);
     json_figures(g, r);
     json_classes(g, r);
@@ -571,8 +699,16 @@ static void json_result(yajl_gen g, const bench_result *r, bool queries)
         jint(g, "counts_compared", r->count_n);
         jint(g, "counts_equal", r->count_equal);
     }
+    if (r->xap_on) {
+        jint(g, "xapian_counts_compared", r->xcount_n);
+        jint(g, "xapian_counts_equal", r->xcount_equal);
+    }
     if (r->vs && queries)
-        json_agreement(g, r);
+        json_agreement(g, "agreement", r->agree_n, r->agree_equal,
+                       r->agree_matches);
+    if (r->xap_on && queries)
+        json_agreement(g, "xapian_agreement", r->xagree_n, r->xagree_equal,
+                       r->xagree_matches);
     if (r->readers.done)
         json_readers(g, &r->readers);
     if (!queries)
@@ -580,11 +716,11 @@ static void json_result(yajl_gen g, const bench_result *r, bool queries)
     jkey(g, "queries");
     yajl_gen_array_open(g);
     for (size_t i = 0; i < r->qs->n; i++)
-        json_query(g, &r->qs->q[i], r->vs);
+        json_query(g, &r->qs->q[i], r->vs, r->xap_on);
     yajl_gen_array_close(g);
 }
 
-static yajl_gen json_begin(bool vs, int runs, unsigned mem_mb)
+static yajl_gen json_begin(bool vs, bool xap, int runs, unsigned mem_mb)
 {
     yajl_gen g = yajl_gen_alloc(NULL);
     yajl_gen_config(g, yajl_gen_beautify, 1);
@@ -595,14 +731,25 @@ static yajl_gen json_begin(bool vs, int runs, unsigned mem_mb)
     json_machine(g);
     jkey(g, "settings");
     yajl_gen_map_open(g);
-    jstr(g, "peer", vs ? "fts5" : NULL);
+    jstr(g, "peer", vs ? "fts5" : NULL);     /* format 1: the one peer */
+    jkey(g, "peers");
+    yajl_gen_array_open(g);
+    if (vs)
+        yajl_gen_string(g, (const unsigned char *)"fts5", 4);
+    if (xap)
+        yajl_gen_string(g, (const unsigned char *)"xapian", 6);
+    yajl_gen_array_close(g);
     jint(g, "runs", (uint64_t)runs);
     jint(g, "mem_mb", mem_mb);
     jint(g, "cache_mb", 64);
     jstr(g, "sizes_compared", "data files: kvfts without log.* and __db.* "
-         "(after the load's checkpoint); FTS5 fts5.db");
+         "(after the load's checkpoint); FTS5 fts5.db; Xapian every file of "
+         "its directory (du -sb)");
     jstr(g, "postings", "kvfts: (field, term, document), _all included; "
-         "FTS5: (column, term, document) from fts5vocab");
+         "FTS5: (column, term, document) from fts5vocab; Xapian: (term, "
+         "document), prefixed and unprefixed terms, not Q<key>");
+    jstr(g, "best_peer", "per figure, the faster peer (for docs/s and MB/s "
+         "the higher figure) or the smaller; ratio_best = kvfts / it");
     yajl_gen_map_close(g);
     return g;
 }
@@ -625,7 +772,7 @@ static int json_end(yajl_gen g, const char *path)
 
 int bench_write_json(const char *path, const bench_result *r)
 {
-    yajl_gen g = json_begin(r->vs, r->runs, r->mem_mb);
+    yajl_gen g = json_begin(r->vs, r->xap_on, r->runs, r->mem_mb);
     json_result(g, r, true);
     int met = 0, missed = 0;
     for (size_t i = 0; i < r->nfigs; i++) {
@@ -710,6 +857,21 @@ static void print_growth_load(FILE *out, const bench_growth *g)
                 su, bench_per((double)r->kv.data_bytes,
                               (double)r->kv.postings), fb, ks, fs);
     }
+    if (g->xap_on) {
+        fprintf(out, "%12s %13s %10s %11s\n", "docs", "xapian docs/s",
+                "xapian B/p", "xapian size");
+        for (size_t i = 0; i < g->n; i++) {
+            const bench_result *r = &g->r[i];
+            char d[32], xd[32], xs[32];
+            bench_thousands(d, sizeof d, (double)r->corpus.docs);
+            bench_thousands(xd, sizeof xd, bench_per((double)r->corpus.docs,
+                                                     r->xap.secs));
+            fmt_value(xs, sizeof xs, (double)r->xap.data_bytes, U_BYTES);
+            fprintf(out, "%12s %13s %10.1f %11s\n", d, xd,
+                    bench_per((double)r->xap.data_bytes,
+                              (double)r->xap.postings), xs);
+        }
+    }
     if (!isnan(g->scale)) {
         char a[32], b[32];
         bench_thousands(a, sizeof a, (double)g->scale_to);
@@ -721,29 +883,35 @@ static void print_growth_load(FILE *out, const bench_growth *g)
 
 static void print_growth_latency(FILE *out, const bench_growth *g)
 {
-    fprintf(out, "\nmedian latency, ms%s\n%-12s %-7s", g->vs ?
-            " (kvfts / fts5)" : " (kvfts)", "class", "");
+    const char *what = g->vs && g->xap_on ? " (kvfts / fts5 / xapian)"
+                     : g->vs ? " (kvfts / fts5)"
+                     : g->xap_on ? " (kvfts / xapian)" : " (kvfts)";
+    int w = g->vs && g->xap_on ? 25 : 17;
+    fprintf(out, "\nmedian latency, ms%s\n%-12s %-7s", what, "class", "");
     for (size_t i = 0; i < g->n; i++) {
         char d[32];
         bench_thousands(d, sizeof d, (double)g->r[i].corpus.docs);
-        fprintf(out, " %17s", d);
+        fprintf(out, " %*s", w, d);
     }
     fputc('\n', out);
     for (int c = 0; c < NCLASS; c++)
         for (int k = 0; k < 2; k++) {
             int mk = k ? M_KV_COUNT : M_KV_TOP, mf = k ? M_FTS_COUNT
                                                        : M_FTS_TOP;
+            int mx = k ? M_XAP_COUNT : M_XAP_TOP;
             fprintf(out, "%-12s %-7s", bench_class_names[c],
                     k ? "count" : "top-10");
             for (size_t i = 0; i < g->n; i++) {
                 const bench_class_stats *s = &g->r[i].cls[c];
-                char cell[40];
+                char cell[64];
+                int n = snprintf(cell, sizeof cell, "%.3f", s->med[mk]);
                 if (g->vs)
-                    snprintf(cell, sizeof cell, "%.3f / %.3f", s->med[mk],
-                             s->med[mf]);
-                else
-                    snprintf(cell, sizeof cell, "%.3f", s->med[mk]);
-                fprintf(out, " %17s", s->nq ? cell : "-");
+                    n += snprintf(cell + n, sizeof cell - (size_t)n,
+                                  " / %.3f", s->med[mf]);
+                if (g->xap_on)
+                    snprintf(cell + n, sizeof cell - (size_t)n, " / %.3f",
+                             s->med[mx]);
+                fprintf(out, " %*s", w, s->nq ? cell : "-");
             }
             fputc('\n', out);
         }
@@ -755,27 +923,33 @@ void bench_print_growth(FILE *out, const bench_growth *g)
             g->spec->title);
     if (g->n)
         fprintf(out, "%zu queries, %d timed runs each, warm caches; kvfts %s "
-                "(load --mem %u)%s%s; B/p = data bytes per posting\n\n",
+                "(load --mem %u)%s%s%s%s; B/p = data bytes per posting\n\n",
                 g->r[0].qs->n, g->r[0].runs, KVFTS_VERSION_STRING,
                 g->r[0].mem_mb, g->vs ? " vs SQLite FTS5 " : "",
-                g->vs ? sqlite3_libversion() : "");
+                g->vs ? sqlite3_libversion() : "",
+                !g->xap_on ? "" : g->vs ? " and Xapian " : " vs Xapian ",
+                g->xap_on ? xap_version() : "");
     print_growth_load(out, g);
     print_growth_latency(out, g);
-    if (!g->vs)
-        return;
-    size_t equal = 0, total = 0;
+    size_t equal = 0, total = 0, xequal = 0, xtotal = 0;
     for (size_t i = 0; i < g->n; i++) {
         total += g->r[i].count_n;
         equal += g->r[i].count_equal;
+        xtotal += g->r[i].xcount_n;
+        xequal += g->r[i].xcount_equal;
     }
-    fprintf(out, "\nmatch counts: %zu of %zu (query, size) pairs equal  %s\n",
-            equal, total, equal == total ? "ok" : "MISS");
+    if (g->vs)
+        fprintf(out, "\nmatch counts: %zu of %zu (query, size) pairs equal  "
+                "%s\n", equal, total, equal == total ? "ok" : "MISS");
+    if (g->xap_on)
+        fprintf(out, "%smatch counts vs xapian: %zu of %zu (query, size) "
+                "pairs equal\n", g->vs ? "" : "\n", xequal, xtotal);
 }
 
 int bench_write_growth_json(const char *path, const bench_growth *g)
 {
     const bench_result *r0 = &g->r[0];
-    yajl_gen y = json_begin(g->vs, r0->runs, r0->mem_mb);
+    yajl_gen y = json_begin(g->vs, g->xap_on, r0->runs, r0->mem_mb);
     jkey(y, "growth");
     yajl_gen_array_open(y);
     for (size_t i = 0; i < g->n; i++) {

@@ -1,26 +1,33 @@
 /*
- * bench_run.c -- the query half of a benchmark: both engines opened in
+ * bench_run.c -- the query half of a benchmark: every engine opened in
  * this process, every query of the set timed on each, and the match sets
  * compared.
  *
  * kvfts is opened read-only through the library with its default 64 MiB
- * cache; FTS5 read-only with `PRAGMA cache_size=-65536`, the same 64 MiB.
- * Per query, four things are timed:
+ * cache; FTS5 read-only with `PRAGMA cache_size=-65536`, the same 64 MiB;
+ * Xapian read-only (it has no cache setting: it reads through the OS page
+ * cache, as it always does).  Per query, up to six things are timed:
  *   kvfts top-10   kvfts_search(limit 10), reading every hit's document;
  *   FTS5 top-10    SELECT key, <fields> ... ORDER BY rank LIMIT 10, reading
  *                  every column;
+ *   Xapian top-10  BM25, get_mset(0, 10), reading every hit's data
+ *                  (peer_xapian.h);
  *   kvfts count    kvfts_search(count_only);
- *   FTS5 count     SELECT count(*) ... WHERE f MATCH ?.
+ *   FTS5 count     SELECT count(*) ... WHERE f MATCH ?;
+ *   Xapian count   BoolWeight, get_mset(0, 0, doccount): exact.
  * The SQL statements are prepared once and re-bound (FTS5 parses the MATCH
- * text on every run, as kvfts parses its query).  Each query runs once
- * untimed (warm caches), then `runs` times with the four interleaved, the
- * engine that goes first alternating from run to run, so that drift and
- * cache effects between them hit both engines alike.
+ * text on every run, as kvfts parses its query, and as Xapian's
+ * QueryParser parses its own).  Each query runs once untimed (warm
+ * caches), then `runs` times with the modes interleaved, the engine that
+ * goes first rotating from run to run, so that drift and cache effects
+ * between them hit every engine alike.
  *
  * Agreement: the full set of matching keys of each engine (kvfts:
- * keys_only without a limit; FTS5: SELECT key ... WHERE f MATCH ?), sorted
- * bytewise and compared; a difference records the first differing key and
- * which side has it.  The growth run compares counts only.
+ * keys_only without a limit; FTS5: SELECT key ... WHERE f MATCH ?;
+ * Xapian: the key (value slot 0) of every match), sorted bytewise and
+ * kvfts's compared with each peer's; a difference records the first
+ * differing key and which side has it.  The growth run compares counts
+ * only.
  */
 #include "bench.h"
 
@@ -31,6 +38,7 @@
 #include <string.h>
 
 #include "kvfts.h"
+#include "peer_xapian.h"
 
 /* Bytes read from results, so that reading them is not optimized away. */
 static volatile size_t sink;
@@ -40,6 +48,7 @@ typedef struct engines {
     sqlite3 *fts;
     sqlite3_stmt *top, *count, *keys;
     int ncols;            /* columns of the top-10 statement */
+    xap_db *xap;
 } engines;
 
 /* ---- one query on one engine -------------------------------------------- */
@@ -107,6 +116,14 @@ static int fts_count(engines *e, const bench_query *q, uint64_t *count)
     return rc == SQLITE_ROW ? 0 : rc;
 }
 
+static int xap_top_q(engines *e, const bench_query *q, size_t *hits)
+{
+    size_t bytes;
+    int rc = xap_top(e->xap, q->xap, hits, &bytes);
+    sink += bytes;
+    return rc;
+}
+
 /* Run mode m of q once; returns 0 or prints the error and returns 1. */
 static int run_mode(engines *e, bench_query *q, int m, const char *file)
 {
@@ -115,10 +132,15 @@ static int run_mode(engines *e, bench_query *q, int m, const char *file)
     case M_KV_TOP: rc = kv_top(e, q, &q->kv_top); break;
     case M_FTS_TOP: rc = fts_top(e, q, &q->fts_top); break;
     case M_KV_COUNT: rc = kv_count(e, q, &q->kv_count); break;
-    default: rc = fts_count(e, q, &q->fts_count); break;
+    case M_FTS_COUNT: rc = fts_count(e, q, &q->fts_count); break;
+    case M_XAP_TOP: rc = xap_top_q(e, q, &q->xap_top); break;
+    default: rc = xap_count(e->xap, q->xap, &q->xap_count); break;
     }
     if (rc == 0)
         return 0;
+    if (m == M_XAP_TOP || m == M_XAP_COUNT)
+        return bench_fail(BENCH_ERR, "%s:%u: xapian query '%s': %s", file,
+                          q->line, q->xap, xap_errmsg(e->xap));
     if (m == M_KV_TOP || m == M_KV_COUNT)
         return bench_fail(BENCH_ERR, "%s:%u: kvfts query '%s': %s", file,
                           q->line, q->kv, kvfts_errmsg(e->kv));
@@ -128,18 +150,35 @@ static int run_mode(engines *e, bench_query *q, int m, const char *file)
 
 /* ---- timing ------------------------------------------------------------- */
 
+/* Whether mode m runs: its engine is open. */
+static bool mode_on(const engines *e, int m)
+{
+    if (m == M_FTS_TOP || m == M_FTS_COUNT)
+        return e->fts != NULL;
+    if (m == M_XAP_TOP || m == M_XAP_COUNT)
+        return e->xap != NULL;
+    return true;
+}
+
 static int time_query(engines *e, bench_query *q, int runs, const char *file)
 {
-    static const int order[2][NMODE] = {
-        { M_KV_TOP, M_FTS_TOP, M_KV_COUNT, M_FTS_COUNT },
-        { M_FTS_TOP, M_KV_TOP, M_FTS_COUNT, M_KV_COUNT },
+    static const int order[3][NMODE] = {
+        { M_KV_TOP, M_FTS_TOP, M_XAP_TOP, M_KV_COUNT, M_FTS_COUNT,
+          M_XAP_COUNT },
+        { M_FTS_TOP, M_XAP_TOP, M_KV_TOP, M_FTS_COUNT, M_XAP_COUNT,
+          M_KV_COUNT },
+        { M_XAP_TOP, M_KV_TOP, M_FTS_TOP, M_XAP_COUNT, M_KV_COUNT,
+          M_FTS_COUNT },
     };
+    /* Each open engine goes first in turn: with two, orders 0 and 1 put
+     * kvfts first, then the peer (the other's modes are skipped). */
+    int rotate = 1 + (e->fts != NULL) + (e->xap != NULL);
     for (int m = 0; m < NMODE; m++)
         q->t[m] = bench_xmalloc((size_t)runs * sizeof(double));
     for (int r = -1; r < runs; r++) {           /* r = -1: warm-up */
         for (int i = 0; i < NMODE; i++) {
-            int m = order[r < 0 ? 0 : r % 2][i];
-            if (!e->fts && (m == M_FTS_TOP || m == M_FTS_COUNT))
+            int m = order[r < 0 ? 0 : r % rotate][i];
+            if (!mode_on(e, m))
                 continue;
             double t0 = bench_now();
             if (run_mode(e, q, m, file))
@@ -152,7 +191,7 @@ static int time_query(engines *e, bench_query *q, int runs, const char *file)
 }
 
 static void class_stats(bench_queries *qs, bench_class_stats cls[NCLASS],
-                        int runs, bool fts)
+                        int runs, const engines *e)
 {
     double *v = bench_xmalloc(qs->n * (size_t)runs * sizeof *v);
     for (int c = 0; c < NCLASS; c++) {
@@ -161,7 +200,7 @@ static void class_stats(bench_queries *qs, bench_class_stats cls[NCLASS],
             cls[c].nq += qs->q[i].cls == c;
         for (int m = 0; m < NMODE; m++) {
             size_t n = 0;
-            bool skip = !fts && (m == M_FTS_TOP || m == M_FTS_COUNT);
+            bool skip = !mode_on(e, m);
             for (size_t i = 0; i < qs->n && !skip; i++)
                 if (qs->q[i].cls == c) {
                     memcpy(v + n, qs->q[i].t[m], (size_t)runs * sizeof *v);
@@ -176,7 +215,7 @@ static void class_stats(bench_queries *qs, bench_class_stats cls[NCLASS],
         for (int m = 0; m < NMODE; m++) {
             bench_query *q = &qs->q[i];
             q->med[m] = NAN;
-            if (!fts && (m == M_FTS_TOP || m == M_FTS_COUNT))
+            if (!mode_on(e, m))
                 continue;
             memcpy(v, q->t[m], (size_t)runs * sizeof *v);
             bench_sort(v, (size_t)runs);
@@ -241,38 +280,61 @@ static int fts_keys(engines *e, const bench_query *q, keyset *s)
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
-static void compare_sets(bench_query *q, keyset *a, keyset *b)
+static int xap_key(void *payload, const char *key)
 {
-    qsort(a->k, a->n, sizeof *a->k, cmp_str);
+    keyset_add(payload, key);
+    return 0;
+}
+
+/* Compare kvfts's sorted set @p a with a peer's @p b (sorted here):
+ * whether they are equal, and if not the first differing key (malloc'd)
+ * and whether it is only in kvfts's. */
+static bool compare_sets(const keyset *a, keyset *b, char **diff_key,
+                         bool *diff_in_kv)
+{
     qsort(b->k, b->n, sizeof *b->k, cmp_str);
-    q->compared = true;
-    q->kv_matches = a->n;
-    q->fts_matches = b->n;
     size_t i = 0;
     while (i < a->n && i < b->n && strcmp(a->k[i], b->k[i]) == 0)
         i++;
-    q->equal = i == a->n && i == b->n;
-    if (q->equal)
-        return;
+    if (i == a->n && i == b->n)
+        return true;
     /* The first differing key in sorted order is the smaller one. */
-    q->diff_in_kv = i < a->n && (i == b->n || strcmp(a->k[i], b->k[i]) < 0);
-    q->diff_key = bench_strdup(q->diff_in_kv ? a->k[i] : b->k[i]);
+    *diff_in_kv = i < a->n && (i == b->n || strcmp(a->k[i], b->k[i]) < 0);
+    *diff_key = bench_strdup(*diff_in_kv ? a->k[i] : b->k[i]);
+    return false;
 }
 
 static int agree_query(engines *e, bench_query *q, const char *file)
 {
-    keyset a = { 0 }, b = { 0 };
+    keyset a = { 0 }, b = { 0 }, x = { 0 };
     int code = 0;
     if (kv_keys(e, q, &a))
         code = bench_fail(BENCH_ERR, "%s:%u: kvfts query '%s': %s", file,
                           q->line, q->kv, kvfts_errmsg(e->kv));
-    else if (fts_keys(e, q, &b))
+    else if (e->fts && fts_keys(e, q, &b))
         code = bench_fail(BENCH_ERR, "%s:%u: fts5 query '%s': %s", file,
                           q->line, q->fts, sqlite3_errmsg(e->fts));
-    else
-        compare_sets(q, &a, &b);
+    else if (e->xap && xap_keys(e->xap, q->xap, xap_key, &x))
+        code = bench_fail(BENCH_ERR, "%s:%u: xapian query '%s': %s", file,
+                          q->line, q->xap, xap_errmsg(e->xap));
+    if (!code)
+        qsort(a.k, a.n, sizeof *a.k, cmp_str);
+    if (!code && e->fts) {
+        q->compared = true;
+        q->kv_matches = a.n;
+        q->fts_matches = b.n;
+        q->equal = compare_sets(&a, &b, &q->diff_key, &q->diff_in_kv);
+    }
+    if (!code && e->xap) {
+        q->xap_compared = true;
+        q->kv_matches = a.n;
+        q->xap_matches = x.n;
+        q->xap_equal = compare_sets(&a, &x, &q->xap_diff_key,
+                                    &q->xap_diff_in_kv);
+    }
     keyset_free(&a);
     keyset_free(&b);
+    keyset_free(&x);
     return code;
 }
 
@@ -354,8 +416,19 @@ static int open_fts5(engines *e, bench_load *fts, const char *file,
     return 0;
 }
 
+static int open_xapian(engines *e, bench_load *xap, const char *dir,
+                       const bench_spec *s)
+{
+    if (xap_open(&e->xap, dir, (const char *const *)s->fields, s->nfields) ||
+        xap_stats(e->xap, &xap->docs, &xap->terms, &xap->postings))
+        return bench_fail(BENCH_ERR, "xapian %s: %s", dir,
+                          xap_errmsg(e->xap));
+    return 0;
+}
+
 static void close_engines(engines *e)
 {
+    xap_close(e->xap);
     sqlite3_finalize(e->top);
     sqlite3_finalize(e->count);
     sqlite3_finalize(e->keys);
@@ -374,27 +447,31 @@ static void progress(size_t i, size_t n, const char *what)
 }
 
 int bench_run(bench_queries *qs, bench_class_stats cls[NCLASS],
-              bench_load *kv, bench_load *fts, const bench_run_opts *o)
+              bench_load *kv, bench_load *fts, bench_load *xap,
+              const bench_run_opts *o)
 {
     engines e;
     memset(&e, 0, sizeof e);
     int code = open_kvfts(&e, kv, o->kv_dir);
     if (!code && o->fts_db)
         code = open_fts5(&e, fts, o->fts_db, o->spec);
+    if (!code && o->xap_dir)
+        code = open_xapian(&e, xap, o->xap_dir, o->spec);
+    bool peers = o->fts_db || o->xap_dir;
     for (size_t i = 0; i < qs->n && !code; i++) {
         progress(i, qs->n, "queries");
         code = time_query(&e, &qs->q[i], o->runs, qs->file);
     }
     if (!code)
         progress(qs->n, qs->n, "queries");
-    for (size_t i = 0; i < qs->n && !code && o->fts_db && o->match_sets; i++) {
+    for (size_t i = 0; i < qs->n && !code && peers && o->match_sets; i++) {
         progress(i, qs->n, "match sets");
         code = agree_query(&e, &qs->q[i], qs->file);
     }
-    if (!code && o->fts_db && o->match_sets)
+    if (!code && peers && o->match_sets)
         progress(qs->n, qs->n, "match sets");
-    close_engines(&e);
     if (!code)
-        class_stats(qs, cls, o->runs, o->fts_db != NULL);
+        class_stats(qs, cls, o->runs, &e);
+    close_engines(&e);
     return code;
 }

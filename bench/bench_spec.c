@@ -16,7 +16,10 @@
  *
  * A query set, bench/queries/NAME.tsv: `#` comments and blank lines are
  * ignored; every other line is CLASS<TAB>KVFTS QUERY<TAB>FTS5 QUERY, CLASS
- * one of bench_class_names.
+ * one of bench_class_names, optionally followed by <TAB>XAPIAN QUERY (the
+ * QueryParser syntax); without it the Xapian query is the FTS5 one with
+ * "col : expr" written "col:expr", which is all the two syntaxes differ in
+ * for the query classes of the benchmark.
  */
 #include "bench.h"
 
@@ -319,20 +322,43 @@ static int class_of(const char *name)
     return -1;
 }
 
+/* The Xapian query of an FTS5 one, when the line gives none: the same
+ * text with FTS5's column filter "col : expr" written as Xapian's
+ * "col:expr" (AND, OR, NOT, brackets, phrases and trailing-* prefixes are
+ * written alike in both). */
+static char *xapian_of(const char *fts)
+{
+    char *x = bench_strdup(fts), *o = x;
+    for (const char *p = fts; *p; p++) {
+        if (strncmp(p, " : ", 3) == 0) {
+            *o++ = ':';
+            p += 2;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+    return x;
+}
+
 static int parse_query(bench_queries *qs, char *line, unsigned lineno)
 {
     char *t1 = strchr(line, '\t');
     char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-    if (!t2 || strchr(t2 + 1, '\t'))
+    char *t3 = t2 ? strchr(t2 + 1, '\t') : NULL;
+    if (!t2 || (t3 && strchr(t3 + 1, '\t')))
         return bench_fail(BENCH_USAGE, "%s:%u: expected CLASS<TAB>KVFTS "
-                          "QUERY<TAB>FTS5 QUERY", qs->file, lineno);
+                          "QUERY<TAB>FTS5 QUERY[<TAB>XAPIAN QUERY]", qs->file,
+                          lineno);
     *t1 = *t2 = '\0';
+    if (t3)
+        *t3 = '\0';
     int cls = class_of(line);
     if (cls < 0)
         return bench_fail(BENCH_USAGE, "%s:%u: unknown class '%s' (valid: "
                           "term-common, term-rare, and2, and3, or, not, "
                           "phrase, prefix, field)", qs->file, lineno, line);
-    if (!t1[1] || !t2[1])
+    if (!t1[1] || !t2[1] || (t3 && !t3[1]))
         return bench_fail(BENCH_USAGE, "%s:%u: empty query", qs->file,
                           lineno);
     qs->q = bench_xrealloc(qs->q, (qs->n + 1) * sizeof *qs->q);
@@ -341,6 +367,7 @@ static int parse_query(bench_queries *qs, char *line, unsigned lineno)
     q->cls = cls;
     q->kv = bench_strdup(t1 + 1);
     q->fts = bench_strdup(t2 + 1);
+    q->xap = t3 ? bench_strdup(t3 + 1) : xapian_of(t2 + 1);
     q->line = lineno;
     return 0;
 }
@@ -382,10 +409,11 @@ void bench_queries_reset(bench_queries *qs)
     for (size_t i = 0; i < qs->n; i++) {
         bench_query *q = &qs->q[i];
         free(q->diff_key);
+        free(q->xap_diff_key);
         for (int m = 0; m < NMODE; m++)
             free(q->t[m]);
         bench_query keep = { .cls = q->cls, .kv = q->kv, .fts = q->fts,
-                             .line = q->line };
+                             .xap = q->xap, .line = q->line };
         *q = keep;
     }
 }
@@ -396,6 +424,7 @@ void bench_queries_free(bench_queries *qs)
     for (size_t i = 0; i < qs->n; i++) {
         free(qs->q[i].kv);
         free(qs->q[i].fts);
+        free(qs->q[i].xap);
     }
     free(qs->q);
     free(qs->file);

@@ -1,6 +1,6 @@
 /*
  * kvfts_bench.c -- kvfts-bench (also `kvfts bench`): kvfts against SQLite
- * FTS5, side by side, on real corpora (DESIGN.md §8, issue 6).
+ * FTS5 and Xapian, side by side, on real corpora (issues 6 and 15).
  *
  *   kvfts-bench --corpus NAME [options]    one corpus: load, size, memory,
  *                                          query latency, match sets
@@ -13,9 +13,10 @@
  *
  * A corpus run: build the corpus (bench/corpus.sh NAME, which caches it in
  * --data), count its documents and indexed text, load it into kvfts (the
- * real `kvfts` command beside this binary) and into FTS5, each measured in
- * its own process (bench_load.c), measure what is on disk, time the query
- * set on both in this process and compare match sets (bench_run.c), then
+ * real `kvfts` command beside this binary), into FTS5 and into Xapian (the
+ * peers of --vs), each measured in its own process (bench_load.c), measure
+ * what is on disk, time the query set on every engine in this process and
+ * compare match sets (bench_run.c), then
  * print the table and write OUT/NAME.json and OUT/NAME.svg
  * (bench_report.c).  The databases live in --work (a real disk: sizes and
  * load times must be those of a disk) and are removed at the end unless
@@ -33,6 +34,7 @@
  * unknown corpus or a bad spec or query set.
  */
 #include "bench.h"
+#include "peer_xapian.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -54,7 +56,7 @@
 #define WORK_MARK ".kvfts-bench-work"      /* marks a work dir as ours */
 
 static const char usage_text[] =
-    "usage: kvfts-bench --corpus NAME [--docs N] [--vs fts5|none] [--runs N]\n"
+    "usage: kvfts-bench --corpus NAME [--docs N] [--vs PEERS] [--runs N]\n"
     "                   [--mem MB] [--work DIR] [--out DIR] [--data DIR]\n"
     "                   [--keep] [--bench-dir DIR] [--spec FILE]\n"
     "                   [--queries FILE] [--corpus-file FILE]\n"
@@ -62,17 +64,22 @@ static const char usage_text[] =
     "       kvfts-bench --growth [--sizes 10000,100000,1000000,5000000] ...\n"
     "\n"
     "Benchmark kvfts against SQLite FTS5 (unicode61 remove_diacritics 2,\n"
-    "detail=full) on the same corpus, in one run: load docs/s and MB/s, index\n"
-    "size on disk, peak RSS of the load, and per query class the median and\n"
-    "p99 latency of top-10 and of count (warm caches), and whether both\n"
-    "engines return the same match sets.  Prints a table with the targets,\n"
-    "writes OUT/NAME.json and OUT/NAME.svg (the chart needs gnuplot).\n"
+    "detail=full) and Xapian (field prefixes plus unprefixed terms,\n"
+    "positions, BM25 top-10, BoolWeight exact counts) on the same corpus, in\n"
+    "one run: load docs/s and MB/s, index size on disk, peak RSS of the\n"
+    "load, and per query class the median and p99 latency of top-10 and of\n"
+    "count (warm caches), kvfts's ratio to each peer and to the best of\n"
+    "them, and whether the engines return the same match sets.  Prints a\n"
+    "table with the targets, writes OUT/NAME.json and OUT/NAME.svg (the\n"
+    "chart needs gnuplot).\n"
     "\n"
     "  --corpus NAME     a spec of bench/corpora/ (debian, gcide, linuxdoc,\n"
     "                    synthetic); built with bench/corpus.sh into --data\n"
     "  --docs N          documents of the synthetic corpus (default 100000);\n"
     "                    of gcide or linuxdoc: only the first N\n"
-    "  --vs fts5|none    the peer (default fts5; none: kvfts alone)\n"
+    "  --vs PEERS        the peers: fts5, xapian, fts5,xapian or none\n"
+    "                    (default fts5,xapian; fts5 when built without\n"
+    "                    Xapian; none: kvfts alone)\n"
     "  --runs N          timed runs per query (default 11), after one warm-up\n"
     "  --mem MB          kvfts load --mem (default 256)\n"
     "  --work DIR        scratch databases (default bench/work/NAME; a disk,\n"
@@ -109,7 +116,8 @@ static const char usage_text[] =
 typedef struct opts {
     const char *corpus;
     uint64_t docs;            /* 0: not given */
-    bool vs;
+    bool vs;                  /* --vs has fts5 */
+    bool xap;                 /* --vs has xapian */
     int runs;
     unsigned mem_mb;
     const char *work, *out, *data;
@@ -163,6 +171,36 @@ static int parse_sizes(opts *o, const char *arg)
     return code;
 }
 
+/* --vs: "none" or a comma-separated list of fts5 and xapian. */
+static int parse_vs(opts *o, const char *arg)
+{
+    o->vs = o->xap = false;
+    if (strcmp(arg, "none") == 0)
+        return 0;
+    size_t len = strlen(arg);
+    /* strtok_r() would skip empty names: "fts5," is refused, not fts5. */
+    int code = len == 0 || arg[0] == ',' || arg[len - 1] == ',' ||
+               strstr(arg, ",,") ? BENCH_USAGE : 0;
+    char *s = bench_strdup(arg), *save = NULL;
+    for (char *t = strtok_r(s, ",", &save); t && !code;
+         t = strtok_r(NULL, ",", &save)) {
+        if (strcmp(t, "fts5") == 0)
+            o->vs = true;
+        else if (strcmp(t, "xapian") == 0)
+            o->xap = true;
+        else
+            code = BENCH_USAGE;
+    }
+    free(s);
+    if (code || (!o->vs && !o->xap))
+        code = usage_error("--vs is fts5, xapian, fts5,xapian or none, not "
+                           "'%s'", arg);
+    if (!code && o->xap && !xap_available())
+        code = usage_error("--vs '%s': kvfts-bench was built without Xapian "
+                           "(install libxapian-dev and build again)", arg);
+    return code;
+}
+
 static int parse_opt(opts *o, int c, const char *arg)
 {
     uint64_t v;
@@ -173,11 +211,7 @@ static int parse_opt(opts *o, int c, const char *arg)
             return usage_error("--docs takes a document count, not '%s'",
                                arg);
         return 0;
-    case 'v':
-        if (strcmp(arg, "fts5") && strcmp(arg, "none"))
-            return usage_error("--vs is fts5 or none, not '%s'", arg);
-        o->vs = strcmp(arg, "fts5") == 0;
-        return 0;
+    case 'v': return parse_vs(o, arg);
     case 'r':
         if (!parse_u64(arg, &v, 1, 100000))
             return usage_error("--runs takes 1 to 100000, not '%s'", arg);
@@ -247,6 +281,7 @@ static int parse_opts(opts *o, int argc, char **argv)
     static const uint64_t sizes[] = { 10000, 100000, 1000000, 5000000 };
     memset(o, 0, sizeof *o);
     o->vs = true;
+    o->xap = xap_available();
     o->runs = 11;
     o->mem_mb = 256;
     o->readers_batch = 1000;
@@ -502,6 +537,9 @@ static void check_docs(const bench_result *r)
     if (r->vs && r->fts.docs != r->corpus.docs)
         bench_warn("fts5 holds %" PRIu64 " rows, the corpus has %" PRIu64,
                    r->fts.docs, r->corpus.docs);
+    if (r->xap_on && r->xap.docs != r->corpus.docs)
+        bench_warn("xapian holds %" PRIu64 " documents, the corpus has %"
+                   PRIu64, r->xap.docs, r->corpus.docs);
 }
 
 static int measure(ctx *x, bench_result *r, bench_queries *qs,
@@ -521,16 +559,23 @@ static int measure(ctx *x, bench_result *r, bench_queries *qs,
         bench_note("%s: loading fts5", s->name);
         code = bench_load_fts5(&r->fts, &env, s, &r->corpus);
     }
+    if (!code && r->xap_on) {
+        bench_note("%s: loading xapian", s->name);
+        code = bench_load_xapian(&r->xap, &env, s, &r->corpus);
+    }
     char *kv_dir = bench_path(x->work, "kvfts");
     char *fts_db = bench_path(x->work, "fts5.db");
-    bench_run_opts ro = { kv_dir, r->vs ? fts_db : NULL, s, r->runs,
+    char *xap_dir = bench_path(x->work, "xapian");
+    bench_run_opts ro = { kv_dir, r->vs ? fts_db : NULL,
+                          r->xap_on ? xap_dir : NULL, s, r->runs,
                           match_sets };
     if (!code) {
         bench_note("%s: queries (%zu, %d runs each)", s->name, qs->n, r->runs);
-        code = bench_run(qs, r->cls, &r->kv, &r->fts, &ro);
+        code = bench_run(qs, r->cls, &r->kv, &r->fts, &r->xap, &ro);
     }
     free(kv_dir);
     free(fts_db);
+    free(xap_dir);
     if (!code && r->readers.n)
         code = bench_readers_run(&r->readers, &env, s, &r->corpus, qs);
     if (!code) {
@@ -622,6 +667,9 @@ static void report_disagreement(const bench_result *r)
     if (r->vs && r->agree_equal != r->agree_n)
         bench_warn("match sets differ on %zu of %zu queries (see the table)",
                    r->agree_n - r->agree_equal, r->agree_n);
+    if (r->xap_on && r->xagree_equal != r->xagree_n)
+        bench_warn("xapian: match sets differ on %zu of %zu queries (see the "
+                   "table)", r->xagree_n - r->xagree_equal, r->xagree_n);
 }
 
 /* ---- the two runs ------------------------------------------------------- */
@@ -676,6 +724,7 @@ static int run_corpus(ctx *x)
     r.spec = &s;
     r.qs = &qs;
     r.vs = x->o->vs;
+    r.xap_on = x->o->xap;
     r.runs = x->o->runs;
     r.mem_mb = x->o->mem_mb;
     r.readers.n = x->o->readers;
@@ -704,6 +753,7 @@ static int growth_size(ctx *x, bench_growth *g, bench_queries *qs,
     r->spec = g->spec;
     r->qs = qs;
     r->vs = g->vs;
+    r->xap_on = g->xap_on;
     r->runs = x->o->runs;
     r->mem_mb = x->o->mem_mb;
     bench_queries_reset(qs);
@@ -728,6 +778,7 @@ static int run_growth(ctx *x)
         code = setup_dirs(x, "growth");
     g->spec = &s;
     g->vs = x->o->vs;
+    g->xap_on = x->o->xap;
     for (size_t i = 0; i < x->o->nsizes && !code; i++) {
         bench_note("growth: %" PRIu64 " documents (%zu of %zu)",
                    x->o->sizes[i], i + 1, x->o->nsizes);

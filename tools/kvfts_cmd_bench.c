@@ -1,13 +1,14 @@
 /*
  * kvfts_cmd_bench.c -- `kvfts bench ARGS...`: run kvfts-bench, the
- * side-by-side benchmark of kvfts and SQLite FTS5 (bench/kvfts_bench.c).
+ * side-by-side benchmark of kvfts, SQLite FTS5 and Xapian
+ * (bench/kvfts_bench.c).
  *
- * kvfts-bench is a separate program because it links libsqlite3, which the
- * kvfts command does not need; it is built only when libsqlite3-dev is
- * installed, beside kvfts.  This command execs $KVFTS_BENCH_BIN, or the
- * kvfts-bench in the directory of the running kvfts (/proc/self/exe), with
- * the same arguments, and sets $KVFTS_BIN (unless already set) so that the
- * benchmark loads with this very kvfts.
+ * kvfts-bench is a separate program because it links libsqlite3 (and
+ * libxapian, C++), which the kvfts command does not need; it is built
+ * only when libsqlite3-dev is installed, beside kvfts.  This command execs
+ * $KVFTS_BENCH_BIN, or the kvfts-bench in the directory of the running
+ * kvfts (/proc/self/exe), with the same arguments, and sets $KVFTS_BIN
+ * (unless already set) so that the benchmark loads with this very kvfts.
  */
 #include "tool.h"
 

@@ -5,9 +5,13 @@
 # query (100% agreement) and sizes on disk; a query pair that does not mean
 # the same is reported as a disagreement (exit status still 0: the run
 # completed; the JSON's agreement.ok is false, the table says DIFFERS and
-# stderr warns); --vs none; a missing gnuplot is a warning; the growth run
-# with a stand-in corpus.sh; and usage errors (exit 2) and a missing
-# kvfts-bench (exit 1).
+# stderr warns); the Xapian peer when built with it (the default peers are
+# fts5,xapian): its columns, its load, its counts and match sets equal to
+# kvfts's (the corpus is lower-case words and spaces, where the analyses
+# agree), a disagreement of its own from a fourth query column, --vs fts5
+# and --vs xapian alone; --vs none; a missing gnuplot is a warning; the
+# growth run with a stand-in corpus.sh; and usage errors (exit 2) and a
+# missing kvfts-bench (exit 1).
 source "$(dirname "$0")/lib.sh"
 
 BENCH_BIN="$(dirname "$KVFTS_BIN")/kvfts-bench"
@@ -90,6 +94,54 @@ if command -v gnuplot >/dev/null; then
 fi
 check "work dir removed" test ! -e "$T_DIR/work"
 
+# --- the Xapian peer (when kvfts-bench was built with libxapian-dev) ---------
+if [ "$(jq -r '.versions.xapian' "$J")" != null ]; then
+    XAPIAN=1
+    expect_eq "default peers" "$(jq -c '.settings.peers' "$J")" '["fts5","xapian"]'
+    check "xapian columns" grep -qE '^figure +kvfts +fts5 +xapian +kvfts/fts5 +kvfts/xap +kvfts/best +target$' <<<"$OUT"
+    expect_stdout_contains "match sets vs xapian: 10 of 10 queries identical (100.0%)"
+    expect_eq "xapian counts and match sets equal kvfts's" \
+        "$(jq '[.queries[] | select(.xapian_equal and .xapian_matches == .kvfts_matches
+                                   and .xapian_count == .kvfts_count)] | length' "$J")" 10
+    expect_eq "xapian agreement" "$(jq -c '[.xapian_agreement.ok, .xapian_counts_equal]' "$J")" '[true,10]'
+    expect_eq "xapian load" \
+        "$(jq -c '[.load.xapian.documents, (.load.xapian | .data_bytes > 0 and .peak_rss_kb > 0
+                                            and .seconds > 0 and .postings > 0)]' "$J")" '[300,true]'
+    # The best peer of a figure is the one with the lower latency.
+    expect_eq "best peer" \
+        "$(jq '[.figures[] | select(.id | endswith("_ms")) | select(.fts5 != null and .xapian != null)
+                | (if .fts5 <= .xapian then "fts5" else "xapian" end) == .best_peer
+                  and (.ratio_best - .kvfts / ([.fts5, .xapian] | min) | fabs) < 1e-3] | all' "$J")" true
+    expect_eq "classes time xapian" \
+        "$(jq '[.classes[] | .xapian_top10_median_ms > 0 and .xapian_count_median_ms > 0] | all' "$J")" true
+    expect_eq "field queries become Xapian's syntax" \
+        "$(jq -r '.queries[] | select(.line == 12) | .xapian' "$J")" 'color:(red OR blue) AND mu'
+
+    # A Xapian query (the fourth column) that does not mean the same.
+    { cat "$B/queries/tiny.tsv"; printf 'or\talpha OR beta\talpha OR beta\talpha OR gamma\n'; } >"$T_DIR/xbad.tsv"
+    expect_exit 0 bench --corpus tiny --queries "$T_DIR/xbad.tsv"
+    expect_stdout_contains "match sets: 11 of 11 queries identical"
+    expect_stdout_contains "match sets vs xapian: 10 of 11 queries identical"
+    expect_stdout_contains "/ xapian 'alpha OR gamma'"
+    expect_stderr_contains "xapian: match sets differ on 1 of 11 queries"
+    expect_eq "xapian disagreement" \
+        "$(jq -c '[.agreement.ok, .xapian_agreement.ok, (.queries[] | select(.xapian_equal | not)
+                   | .line, .xapian_first_difference.only_in)]' "$J")" '[true,false,13,"kvfts"]'
+
+    expect_exit 0 bench --corpus tiny --vs xapian
+    check "no fts5 column" test "$(grep -c fts5 <<<"$OUT")" = 0
+    check "xapian alone" grep -qE '^figure +kvfts +xapian +kvfts/xap +target$' <<<"$OUT"
+    expect_eq "xapian alone in JSON" "$(jq -c '[.settings.peers, .load.fts5, .agreement, .xapian_agreement.ok]' "$J")" \
+        '[["xapian"],null,null,true]'
+    expect_exit 0 bench --corpus tiny --vs fts5
+    check "no xapian column" test "$(grep -ci xapian <<<"$OUT")" = 0
+    expect_eq "fts5 alone in JSON" "$(jq -c '[.settings.peers, .load.xapian, .xapian_agreement]' "$J")" \
+        '[["fts5"],null,null]'
+else
+    XAPIAN=0
+    echo "$T_NAME: note: kvfts-bench built without Xapian: its peer is not tested"
+fi
+
 # --- a pair that does not mean the same: a disagreement ---------------------
 { cat "$B/queries/tiny.tsv"; printf 'or\talpha OR beta\talpha OR gamma\n'; } >"$T_DIR/bad.tsv"
 expect_exit 0 bench --corpus tiny --queries "$T_DIR/bad.tsv" --vs fts5
@@ -125,6 +177,11 @@ expect_exit 0 kv bench --bench-dir "$B" --growth --sizes 50,200 --runs 1 \
     --work "$T_DIR/gwork" --out "$T_DIR/out" --data "$T_DIR/data"
 expect_stdout_contains "kvfts docs/s at 200 / at 50 ="
 expect_stdout_contains "match counts: 20 of 20 (query, size) pairs equal  ok"
+if [ "$XAPIAN" = 1 ]; then
+    expect_stdout_contains "match counts vs xapian: 20 of 20 (query, size) pairs equal"
+    expect_eq "growth xapian loads" \
+        "$(jq -c '[.growth[].load.xapian.documents]' "$T_DIR/out/growth.json")" '[50,200]'
+fi
 check "growth table has every class" \
     test "$(grep -cE '^(term-common|term-rare|and2|and3|or|not|phrase|prefix|field) +(top-10|count) ' <<<"$OUT")" = 18
 expect_eq "growth JSON" "$(jq -c '[.growth[].docs, (.scale.to_docs)]' "$T_DIR/out/growth.json")" '[50,200,200]'
@@ -143,7 +200,11 @@ bench_error 2 "corpus 'nope': unknown" --bench-dir "$B" --corpus nope
 expect_stderr_contains "known: synthetic, tiny"
 bench_error 2 "unknown option '--frobnicate'" --corpus tiny --frobnicate
 bench_error 2 "--runs takes 1 to 100000, not '0'" --corpus tiny --runs 0
-bench_error 2 "--vs is fts5 or none, not 'lucene'" --corpus tiny --vs lucene
+bench_error 2 "--vs is fts5, xapian, fts5,xapian or none, not 'lucene'" --corpus tiny --vs lucene
+bench_error 2 "--vs is fts5, xapian, fts5,xapian or none, not 'fts5,'" --corpus tiny --vs fts5,
+if [ "$XAPIAN" = 0 ]; then
+    bench_error 2 "built without Xapian" --corpus tiny --vs xapian
+fi
 bench_error 2 "give --corpus NAME or --growth" --runs 3
 bench_error 2 "drop --corpus" --growth --corpus tiny
 bench_error 2 "bench dir $T_DIR/none: not a directory" --bench-dir "$T_DIR/none" --corpus tiny
@@ -153,6 +214,9 @@ bench_error 2 "work dir $T_DIR/mine: not empty and not made by kvfts-bench" \
 check "a foreign work dir is left alone" test -s "$T_DIR/mine/kvfts/file"
 expect_exit 0 bench --corpus tiny --keep
 check "--keep keeps the databases" test -d "$T_DIR/work/kvfts" -a -s "$T_DIR/work/fts5.db"
+if [ "$XAPIAN" = 1 ]; then
+    check "--keep keeps xapian's" test -s "$T_DIR/work/xapian/iamglass"
+fi
 expect_exit 0 bench --corpus tiny
 check "a kept work dir is reused, then removed" test ! -e "$T_DIR/work"
 printf 'phrase\tonly two columns\n' >"$T_DIR/short.tsv"
