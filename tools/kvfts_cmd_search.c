@@ -8,8 +8,8 @@
  *   --keys      {"key":K,"score":S} lines (documents are not read), then
  *               {"total":N};
  *   --count     one line {"count":N} (no scoring, no reading);
- *   partial     when a bound (--time-limit, --mem-limit, or the
- *               KVFTS_SEARCH_TIME_MS / KVFTS_SEARCH_MEM_MB environment)
+ *   partial     when a bound (--time-limit MS, --mem-limit BYTES[K|M|G], or
+ *               the KVFTS_SEARCH_TIME_MS / KVFTS_SEARCH_MEM environment)
  *               cut the search, the last line also has "partial":true:
  *               {"total":N,"partial":true}, {"count":N,"partial":true};
  *               with --exact the search fails instead (exit status 1);
@@ -178,6 +178,29 @@ static size_t term_width(void)
 
 /* ---- the command --------------------------------------------------------- */
 
+/* A byte count: digits with an optional K, M or G (binary units). */
+static bool parse_size(const char *s, size_t *out)
+{
+    char num[32];
+    size_t n = strlen(s), shift = 0;
+    if (n == 0 || n >= sizeof num)
+        return false;
+    switch (s[n - 1]) {
+    case 'K': case 'k': shift = 10; n--; break;
+    case 'M': case 'm': shift = 20; n--; break;
+    case 'G': case 'g': shift = 30; n--; break;
+    default: break;
+    }
+    memcpy(num, s, n);
+    num[n] = '\0';
+    uint64_t u;
+    if (!tool_parse_u64(num, &u) || u == 0 || u > (SIZE_MAX >> 1) >> shift)
+        return false;
+    *out = (size_t)u << shift;
+    return true;
+}
+
+
 int cmd_search(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -228,9 +251,9 @@ int cmd_search(int argc, char **argv)
     const char *env = getenv("KVFTS_SEARCH_TIME_MS");
     if (env && tool_parse_u64(env, &u) && u <= UINT32_MAX)
         so.time_limit_ms = (unsigned)u;
-    env = getenv("KVFTS_SEARCH_MEM_MB");
-    if (env && tool_parse_u64(env, &u) && u > 0 && u <= SIZE_MAX >> 21)
-        so.mem_limit = (size_t)u << 20;
+    env = getenv("KVFTS_SEARCH_MEM");
+    if (env)
+        (void)parse_size(env, &so.mem_limit);
     while ((o = getopt_long(argc, argv, "d:", opts, NULL)) != -1) {
         switch (o) {
         case 'd':
@@ -260,10 +283,10 @@ int cmd_search(int argc, char **argv)
             so.time_limit_ms = (unsigned)u;
             break;
         case 'm':
-            if (!tool_parse_u64(optarg, &u) || u == 0 || u > SIZE_MAX >> 21)
+            if (!parse_size(optarg, &so.mem_limit))
                 return tool_error(EXIT_USAGE, "search: --mem-limit takes "
-                                  "MiB (1 or more), not '%s'", optarg);
-            so.mem_limit = (size_t)u << 20;
+                                  "bytes (with K, M or G), not '%s'",
+                                  optarg);
             break;
         case 'k':
             so.keys_only = true;

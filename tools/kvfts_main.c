@@ -76,7 +76,7 @@ static const command commands[] = {
     { "search", cmd_search,
       "kvfts search QUERY [--limit N] [--offset N] [--count] [--keys]\n"
       "             [--sort score|key] [--format json|table]\n"
-      "             [--time-limit MS] [--mem-limit MIB] [--exact]\n"
+      "             [--time-limit MS] [--mem-limit BYTES[K|M|G]] [--exact]\n"
       "kvfts search --query-file FILE|- [...]\n"
       "  Find documents: 'quick fox' (both), 'a OR b', '-dog' / 'NOT dog',\n"
       "  '\"a phrase\"', 'qui*' (prefix), 'field:term', 'field:(a OR b)',\n"
@@ -87,7 +87,7 @@ static const command commands[] = {
       "  nothing matches, 2 for a bad query.  A query has at most 10,000\n"
       "  words and 256 KiB (--query-file reads a long one).  A prefix may\n"
       "  expand to any number of terms; expanding it is bounded by\n"
-      "  --mem-limit (default 256 MiB; env KVFTS_SEARCH_MEM_MB) and\n"
+      "  --mem-limit (default 256M; env KVFTS_SEARCH_MEM) and\n"
       "  --time-limit (default none; env KVFTS_SEARCH_TIME_MS): past one the\n"
       "  answer is what was found, with \"partial\":true on the last line;\n"
       "  --exact makes that an error (exit 1).\n" },
