@@ -1006,6 +1006,15 @@ static void test_prefix_cap(void **state)
     assert_int_equal(kvfts_search(&r, f.db, S("t00*"), &o), 0);
     assert_int_equal(kvfts_results_total(r), 100);
     kvfts_results_free(r);
+    /* version 1 options have no bounds: what follows them is not read */
+    o.mem_limit = 16;
+    o.exact = true;
+    assert_int_equal(kvfts_search(&r, f.db, S("t*"), &o), KVFTS_ELIMIT);
+    o.version = 1;
+    assert_int_equal(kvfts_search(&r, f.db, S("t*"), &o), 0);
+    assert_int_equal(kvfts_results_total(r), QRY_SCORED_EXPANSION + 1);
+    assert_false(kvfts_results_partial(r));
+    kvfts_results_free(r);
     fx_close(&f);
 }
 
