@@ -1256,7 +1256,7 @@ static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     return KVFTS_OK;
 }
 
-/* ---- prefix: the dense union of a huge expansion -------------------------- */
+/* ---- prefix: the dense union of a huge expansion ------------------------ */
 
 typedef struct dense_it {
     qry_iter base;
