@@ -1039,9 +1039,10 @@ static int bound_reached(qry_ctx *cx, const qry_node *n, int cut,
                        n->pos, (unsigned long long)postings, n->field);
     else
         rc = kv_seterr(err, KVFTS_ELIMIT, "query: prefix '%s*' at %zu: its "
-                       "expansion needs more than the memory limit of the "
-                       "search (%zu bytes, one a document) in field '%s'",
-                       n->terms[0], n->pos, cx->mem_limit, n->field);
+                       "expansion in field '%s' holds documents past the "
+                       "memory limit of the search (a byte per document, "
+                       "%zu bytes)", n->terms[0], n->pos, n->field,
+                       cx->mem_limit);
     err->pos = (long long)n->pos;
     return rc;
 }

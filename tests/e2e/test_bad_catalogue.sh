@@ -417,7 +417,7 @@ expect_exit 0 kv -d "$T_DIR/big" search 'w1*' --count
 expect_stdout '{"count":1}'
 expect_exit 0 kv -d "$T_DIR/big" search 'w1*' --keys
 expect_eq "w1* hits" "$(jq -r '.key // .total' <<<"$OUT" | tr '\n' ' ')" "kterm 1 "
-bad 1 "query: prefix 'w1*' at 0: its expansion needs more than the memory limit of the search (1 bytes, one a document) in field '_all'" \
+bad 1 "query: prefix 'w1*' at 0: its expansion in field '_all' holds documents past the memory limit of the search (a byte per document, 1 bytes)" \
     kv -d "$T_DIR/big" search 'w1*' --mem-limit 1 --exact
 expect_exit 0 kv -d "$T_DIR/big" search 'w12345*' --count
 expect_stdout '{"count":1}'

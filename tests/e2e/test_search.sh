@@ -119,7 +119,7 @@ expect_exit 0 kv search 't*' --keys --limit 1 --mem-limit 1K
 expect_eq "partial total" "$(tail -1 <<<"$OUT")" '{"total":1023,"partial":true}'
 KVFTS_SEARCH_MEM=1K expect_exit 0 kv search 't*' --count
 expect_stdout '{"count":1023,"partial":true}'
-expect_error 1 "prefix 't*' at 0: its expansion needs more than the memory limit" \
+expect_error 1 "prefix 't*' at 0: its expansion in field '_all' holds documents past the memory limit of the search (a byte per document, 1024 bytes)" \
     kv search 't*' --count --mem-limit 1K --exact
 expect_exit 0 kv search 't*' --count --mem-limit 1M --exact
 expect_stdout '{"count":1100}'

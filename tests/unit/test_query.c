@@ -1348,9 +1348,9 @@ static void test_prefix_huge(void **state)
                      KVFTS_ELIMIT);
     assert_null(r);
     assert_string_equal(kvfts_errmsg(f.db), "query: prefix 'ab*' at 5: its "
-                        "expansion needs more than the memory limit of the "
-                        "search (1500 bytes, one a document) in field "
-                        "'_all'");
+                        "expansion in field '_all' holds documents past the "
+                        "memory limit of the search (a byte per document, "
+                        "1500 bytes)");
     /* a bound not reached: complete, even with exact */
     bo.mem_limit = 1 << 20;
     assert_int_equal(huge_check(&f, docs, "ab*", "ab", &bo, &partial),
