@@ -484,7 +484,7 @@ KVFTS_EXTERN(uint64_t) kvfts_results_total(const kvfts_results *r);
 
 /** True when a memory or time bound (kvfts_search_options) stopped part of
  *  the search: the hits are the best of the matches found, the total
- *  counts those. */
+ *  counts those (a prefix cut under a NOT excludes fewer documents). */
 KVFTS_EXTERN(bool) kvfts_results_partial(const kvfts_results *r);
 
 /** Hits held by @p r (at most the limit). */
