@@ -479,7 +479,7 @@ KVFTS_EXTERN(int) kvfts_results_next(kvfts_results *r, const char **key_out,
 
 /** The exact number of documents matching the query (all pages); when
  *  kvfts_results_partial(), the number found before the bound stopped the
- *  search (a lower bound). */
+ *  search. */
 KVFTS_EXTERN(uint64_t) kvfts_results_total(const kvfts_results *r);
 
 /** True when a memory or time bound (kvfts_search_options) stopped part of
