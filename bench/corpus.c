@@ -6,7 +6,8 @@
  *
  *   kvfts-corpus gcide [DICT_DZ INDEX]   one document per dictionary entry
  *   kvfts-corpus linuxdoc [DIR]          one document per kernel doc page
- *   kvfts-corpus synthetic N [SEED]      N synthetic Zipf documents
+ *   kvfts-corpus synthetic N [SEED [VOCAB]]  N synthetic Zipf documents
+ *                                        (VOCAB words, default 200,000)
  *
  * Output: one compact JSON object per line on stdout, flat top-level string
  * fields only, always valid JSON and valid UTF-8.  Errors print
@@ -46,7 +47,12 @@
  * uniform), tag "tag1".."tag50" (Zipf).  Randomness is splitmix64 (Steele,
  * Lea and Flood 2014) seeded with SEED (default 42), consumed in document
  * order, so a given SEED always gives the same bytes on any machine and
- * the N-document corpus is the first N lines of any larger one.
+ * the N-document corpus is the first N lines of any larger one.  VOCAB
+ * (default 200,000, at most 30,000,000) sets the vocabulary's size: the
+ * word of a rank is the same at any VOCAB, a larger one adds rarer words
+ * of up to 8 letters.  The large-vocabulary corpus (bench/corpora/
+ * largevocab.json) takes 4,000,000, so that prefixes of 1, 2 and 3 letters
+ * ("k*", "ka*", "kal*") expand to more than 1,000 terms.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -818,6 +824,7 @@ static int cmd_linuxdoc(int argc, char **argv)
 /* ---- synthetic ----------------------------------------------------------- */
 
 #define VOCAB 200000
+#define VOCAB_MAX 30000000     /* < 75^4: words of at most 8 letters */
 #define NTAGS 50
 #define NSYL 75
 #define DEFAULT_SEED 42
@@ -862,16 +869,16 @@ static size_t make_word(char *out, uint32_t r)
     return 2 * nd;
 }
 
-static void vocab_build(vocab *v)
+static void vocab_build(vocab *v, uint32_t n)
 {
-    v->chars = xrealloc(NULL, (size_t)VOCAB * 6);
-    v->start = xrealloc(NULL, (VOCAB + 1) * sizeof *v->start);
+    v->chars = xrealloc(NULL, (size_t)n * 8);
+    v->start = xrealloc(NULL, ((size_t)n + 1) * sizeof *v->start);
     uint32_t at = 0;
-    for (uint32_t r = 1; r <= VOCAB; r++) {
+    for (uint32_t r = 1; r <= n; r++) {
         v->start[r - 1] = at;
         at += (uint32_t)make_word(v->chars + at, r);
     }
-    v->start[VOCAB] = at;
+    v->start[n] = at;
 }
 
 typedef struct alias {
@@ -966,14 +973,16 @@ static int parse_u64(uint64_t *out, const char *s)
 
 static int cmd_synthetic(int argc, char **argv)
 {
-    uint64_t n, seed = DEFAULT_SEED;
-    if (argc < 1 || argc > 2 || parse_u64(&n, argv[0]) ||
-        (argc == 2 && parse_u64(&seed, argv[1])))
+    uint64_t n, seed = DEFAULT_SEED, nvocab = VOCAB;
+    if (argc < 1 || argc > 3 || parse_u64(&n, argv[0]) ||
+        (argc >= 2 && parse_u64(&seed, argv[1])) ||
+        (argc == 3 && (parse_u64(&nvocab, argv[2]) || nvocab < 1 ||
+                       nvocab > VOCAB_MAX)))
         return 2;
     vocab v;
     alias words, tags;
-    vocab_build(&v);
-    alias_zipf(&words, VOCAB);
+    vocab_build(&v, (uint32_t)nvocab);
+    alias_zipf(&words, (uint32_t)nvocab);
     alias_zipf(&tags, NTAGS);
     uint64_t rng = seed;
     buf line = { 0 };
@@ -1010,8 +1019,9 @@ static int usage(FILE *f)
           "(dict-gcide)\n"
           "       " PROG " linuxdoc [DIR]         kernel documentation pages "
           "(linux-doc-6.1)\n"
-          "       " PROG " synthetic N [SEED]     N synthetic Zipf documents "
-          "(seed 42)\n"
+          "       " PROG " synthetic N [SEED [VOCAB]]  N synthetic Zipf "
+          "documents (seed 42,\n"
+          "                                  200000 words)\n"
           "JSON Lines on stdout.  Defaults: " GCIDE_DICT " " GCIDE_INDEX ", "
           LINUXDOC_DIR ".\n", f);
     return f == stdout ? 0 : 2;

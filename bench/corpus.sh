@@ -7,6 +7,8 @@
 #   linuxdoc   Linux kernel documentation pages (Debian package linux-doc-6.1)
 #   synthetic  DOCS synthetic Zipf documents (DOCS required; seed 42 or
 #              $CORPUS_SEED; the seed is not checked by the cache)
+#   largevocab the same generator over a 4,000,000-word vocabulary (DOCS
+#              required): prefixes of 1 to 3 letters pass 1,000 terms
 # For gcide and linuxdoc, DOCS keeps only the first DOCS documents.
 # Cached: nothing is done when OUT is newer than its sources and than the
 # generator (and holds DOCS documents when DOCS is given).  Missing Debian
@@ -15,7 +17,8 @@
 # build/kvfts-corpus.  OUT is written as OUT.tmp, then renamed.
 set -euo pipefail
 usage() {
-    echo "usage: corpus.sh debian|gcide|linuxdoc|synthetic OUT.jsonl [DOCS]" >&2
+    echo "usage: corpus.sh debian|gcide|linuxdoc|synthetic|largevocab OUT.jsonl" \
+        "[DOCS]" >&2
     exit 2
 }
 [ $# -ge 2 ] && [ $# -le 3 ] || usage
@@ -103,6 +106,11 @@ synthetic)
     [ -n "$docs" ] || die "synthetic: DOCS is required"
     sources=()
     cmd=(synthetic "$docs" "$seed")
+    ;;
+largevocab)
+    [ -n "$docs" ] || die "largevocab: DOCS is required"
+    sources=()
+    cmd=(synthetic "$docs" "$seed" 4000000)
     ;;
 *)
     usage

@@ -45,9 +45,11 @@ typedef enum kvfts_status {
     KVFTS_ECORRUPT = -7,   /* stored bytes fail validation */
     KVFTS_ITEROVER = -8,   /* iteration finished (not an error) */
     KVFTS_ECAS = -9,       /* the CAS given does not match the stored one */
-    KVFTS_EROLLBACK = -10  /* a batch failed after it had written: every
+    KVFTS_EROLLBACK = -10, /* a batch failed after it had written: every
                               write since its last commit is gone (the
                               message says why); not a refusal */
+    KVFTS_ELIMIT = -11     /* a search reached its memory or time bound and
+                              the caller asked for an exact answer */
 } kvfts_status;
 
 /** Largest document key, in bytes. */
@@ -433,10 +435,19 @@ typedef struct kvfts_search_options {
     bool count_only;      /* only count: no scoring, no hits */
     bool keys_only;       /* return keys and scores, not documents */
     kvfts_sort sort;      /* KVFTS_SORT_SCORE or KVFTS_SORT_KEY */
+    /* Version 2: bounds on a search's work (README "Huge prefixes").  A
+     * prefix may expand to any number of terms; these stop the expansion
+     * when it would hold more memory or take longer than allowed.  Then
+     * the answer is what was found (kvfts_results_partial() is true), or
+     * KVFTS_ELIMIT with exact. */
+    size_t mem_limit;     /* bytes an expansion may hold; 0 = 256 MiB */
+    unsigned time_limit_ms;   /* time to expand prefixes; 0 = no limit */
+    bool exact;           /* an answer cut by a bound is KVFTS_ELIMIT */
 } kvfts_search_options;
-#define KVFTS_SEARCH_OPTIONS_VERSION 1
+#define KVFTS_SEARCH_OPTIONS_VERSION 2
 #define KVFTS_SEARCH_OPTIONS_INIT \
-    { KVFTS_SEARCH_OPTIONS_VERSION, 10, 0, false, false, KVFTS_SORT_SCORE }
+    { KVFTS_SEARCH_OPTIONS_VERSION, 10, 0, false, false, KVFTS_SORT_SCORE, \
+      0, 0, false }
 
 typedef struct kvfts_results kvfts_results;
 
@@ -444,12 +455,15 @@ typedef struct kvfts_results kvfts_results;
  *  find every matching document, rank them (BM25, or by key), and read the
  *  documents of the requested page in one multi-get.
  *  @param[out] out  caller owns; kvfts_results_free().  NULL on failure.
- *  @param o         NULL for KVFTS_SEARCH_OPTIONS_INIT.
- *  @return KVFTS_OK (also when nothing matches: see kvfts_results_total),
+ *  @param o         NULL for KVFTS_SEARCH_OPTIONS_INIT; version 1 options
+ *                   are taken too (no bounds but the default memory one).
+ *  @return KVFTS_OK (also when nothing matches: see kvfts_results_total;
+ *          and when a bound cut the answer: see kvfts_results_partial),
  *          KVFTS_EINVAL (a bad query: the message names the byte offset,
- *          "query: unbalanced '(' at 7", also in kvfts_errpos(); a prefix
- *          matching more than 1,000 terms; a phrase without positions),
- *          KVFTS_ENOMEM, KVFTS_ECORRUPT, KVFTS_EBUSY, KVFTS_ERROR. */
+ *          "query: unbalanced '(' at 7", also in kvfts_errpos(); a phrase
+ *          without positions), KVFTS_ELIMIT (a bound reached, with
+ *          o->exact), KVFTS_ENOMEM, KVFTS_ECORRUPT, KVFTS_EBUSY,
+ *          KVFTS_ERROR. */
 KVFTS_EXTERN(int) kvfts_search(kvfts_results **out, kvfts_db *db, const char *q,
                  size_t q_len, const kvfts_search_options *o);
 
@@ -463,8 +477,15 @@ KVFTS_EXTERN(int) kvfts_results_next(kvfts_results *r, const char **key_out,
                        const char **doc_out, size_t *doc_len_out,
                        double *score_out);
 
-/** The exact number of documents matching the query (all pages). */
+/** The exact number of documents matching the query (all pages); when
+ *  kvfts_results_partial(), the number found before the bound stopped the
+ *  search. */
 KVFTS_EXTERN(uint64_t) kvfts_results_total(const kvfts_results *r);
+
+/** True when a memory or time bound (kvfts_search_options) stopped part of
+ *  the search: the hits are the best of the matches found, the total
+ *  counts those (a prefix cut under a NOT excludes fewer documents). */
+KVFTS_EXTERN(bool) kvfts_results_partial(const kvfts_results *r);
 
 /** Hits held by @p r (at most the limit). */
 KVFTS_EXTERN(size_t) kvfts_results_count(const kvfts_results *r);

@@ -31,6 +31,7 @@ const char *kvfts_strerror(int status)
     case KVFTS_ITEROVER: return "end of iteration";
     case KVFTS_ECAS: return "CAS mismatch";
     case KVFTS_EROLLBACK: return "batch rolled back";
+    case KVFTS_ELIMIT: return "search bound reached";
     default: return "unknown status";
     }
 }

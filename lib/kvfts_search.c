@@ -22,6 +22,7 @@
 #include "kvfts_int.h"
 #include "query.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,7 @@ struct kvfts_results {
     res_hit *hits;
     size_t n, next;
     uint64_t total;
+    bool partial;         /* a bound cut the answer */
     kv_buf arena;
 };
 
@@ -102,15 +104,20 @@ static int search_fn(kv_txn *txn, void *payload, kv_err *err)
     r->hits = NULL;
     r->n = r->next = 0;
     r->total = 0;
+    r->partial = false;
     kv_buf_reset(&r->arena);
 
     int rc = api_refresh_config(q->db, txn, err);
     if (!rc)
         rc = qry_parse(&plan, q->db->an, q->q, q->qlen, err);
-    qry_run_options ro = { 0, o->count_only, NULL };
+    qry_run_options ro = { .k = 0, .count_only = o->count_only };
     if (!rc && !o->count_only && !q->db->lens)   /* none: rank without */
         (void)idx_lens_cache_new(&q->db->lens, &(kv_err)KV_ERR_INIT);
     ro.lens = q->db->lens;
+    ro.mem_limit = o->mem_limit;
+    ro.time_limit_ms = o->time_limit_ms;
+    ro.exact = o->exact;
+    ro.partial = &r->partial;
     if (o->sort == KVFTS_SORT_SCORE && o->limit)
         ro.k = o->offset > SIZE_MAX - o->limit ? 0 : o->offset + o->limit;
     if (!rc)
@@ -195,13 +202,15 @@ int kvfts_search(kvfts_results **out, kvfts_db *db, const char *q,
     search_req req = { db, q, q_len, KVFTS_SEARCH_OPTIONS_INIT, NULL };
     int rc = KVFTS_OK;
     if (o) {
-        if (o->version != KVFTS_SEARCH_OPTIONS_VERSION)
+        if (o->version != 1 && o->version != KVFTS_SEARCH_OPTIONS_VERSION)
             rc = kv_seterr(&db->err, KVFTS_EINVAL, "search options version "
-                           "%u (this library knows %d)", o->version,
+                           "%u (this library knows 1 and %d)", o->version,
                            KVFTS_SEARCH_OPTIONS_VERSION);
         else if (o->sort != KVFTS_SORT_SCORE && o->sort != KVFTS_SORT_KEY)
             rc = kv_seterr(&db->err, KVFTS_EINVAL, "search options: unknown "
                            "sort %d", (int)o->sort);
+        else if (o->version == 1)   /* the fields version 1 has */
+            memcpy(&req.o, o, offsetof(kvfts_search_options, mem_limit));
         else
             req.o = *o;
     }
@@ -243,6 +252,11 @@ int kvfts_results_next(kvfts_results *r, const char **key_out,
 uint64_t kvfts_results_total(const kvfts_results *r)
 {
     return r ? r->total : 0;
+}
+
+bool kvfts_results_partial(const kvfts_results *r)
+{
+    return r && r->partial;
 }
 
 size_t kvfts_results_count(const kvfts_results *r)

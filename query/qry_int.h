@@ -47,12 +47,23 @@ struct qry_iter {
 int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err);
 void qry_ctx_free(qry_ctx *cx);             /* NULL: no-op */
 
+/** Bounds of the prefix expansions of the search: @p mem_limit bytes
+ *  (0: QRY_DEFAULT_MEM), @p time_limit_ms from now (0: none); @p exact
+ *  makes reaching one KVFTS_ELIMIT rather than a partial answer. */
+void qry_ctx_limits(qry_ctx *cx, size_t mem_limit, unsigned time_limit_ms,
+                    bool exact);
+/** True when a bound cut an expansion of this search. */
+bool qry_ctx_partial(const qry_ctx *cx);
+
 /** Build the iterator of plan @p n (postings opened in @p cx's transaction;
  *  prefixes expanded).  A term that is absent gives an iterator at EOF, and
  *  makes its AND one.
- *  @return KVFTS_OK, KVFTS_EINVAL (a prefix expands past QRY_MAX_EXPANSION;
- *          a phrase on terms stored without positions), KVFTS_ENOMEM,
- *          KVFTS_ECORRUPT, KV_RETRY, KVFTS_ERROR. */
+ *  A prefix's expansion stops early when it reaches a bound of
+ *  qry_ctx_limits(): then qry_ctx_partial() is true, or the build fails
+ *  with KVFTS_ELIMIT when the bounds are exact.
+ *  @return KVFTS_OK, KVFTS_EINVAL (a phrase on terms stored without
+ *          positions), KVFTS_ELIMIT, KVFTS_ENOMEM, KVFTS_ECORRUPT,
+ *          KV_RETRY, KVFTS_ERROR. */
 int qry_iter_build(qry_iter **out, qry_ctx *cx, const qry_node *n,
                    kv_err *err);
 void qry_iter_free(qry_iter *it);           /* NULL: no-op */

@@ -33,12 +33,15 @@
  * kids.  A phrase scores as its terms would with the phrase frequency as
  * their tf: (sum of the terms' idf) * tfnorm(phrase frequency, dl) -- what
  * Lucene does, and it keeps a phrase from scoring when only its words, not
- * the phrase, occur often.  A prefix scores each expanded term that matches.
+ * the phrase, occur often.  A prefix of up to QRY_SCORED_EXPANSION terms
+ * scores each expanded term that matches; a larger one scores as a single
+ * pseudo-term (see "prefix" below for the rule and why).
  */
 #include "qry_int.h"
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- context: field statistics, the current document's lengths ---------- */
 
@@ -61,6 +64,10 @@ struct qry_ctx {
     qry_field *fields;
     size_t nfields, cap;
     idx_lens_reader *lens;  /* opened at the first length asked for */
+    size_t mem_limit;       /* bytes an expansion may hold */
+    uint64_t deadline;      /* CLOCK_MONOTONIC ns; 0: none */
+    bool exact;             /* a bound reached is KVFTS_ELIMIT */
+    bool partial;           /* a bound cut an expansion */
 };
 
 int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err)
@@ -69,12 +76,34 @@ int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err)
     if (!*out)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     (*out)->txn = txn;
+    (*out)->mem_limit = QRY_DEFAULT_MEM;
     int rc = idx_reader_open(&(*out)->r, txn, err);
     if (rc) {
         kv_free(*out);
         *out = NULL;
     }
     return rc;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void qry_ctx_limits(qry_ctx *cx, size_t mem_limit, unsigned time_limit_ms,
+                    bool exact)
+{
+    cx->mem_limit = mem_limit ? mem_limit : QRY_DEFAULT_MEM;
+    cx->deadline = time_limit_ms ? now_ns() + time_limit_ms * 1000000ull
+                                 : 0;
+    cx->exact = exact;
+}
+
+bool qry_ctx_partial(const qry_ctx *cx)
+{
+    return cx->partial;
 }
 
 void qry_ctx_free(qry_ctx *cx)
@@ -914,12 +943,56 @@ fail:
     return rc;
 }
 
-/* ---- prefix -------------------------------------------------------------- */
+/* ---- prefix --------------------------------------------------------------
+ *
+ * A prefix may expand to any number of terms: there is no limit that
+ * refuses a query.  A walk of the dictionaries first counts the expansions
+ * (it stops at QRY_SCORED_EXPANSION + 1, so it costs at most that many
+ * dictionary entries), and the count picks the evaluation:
+ *
+ *   fewer than UNION_MIN_TERMS  an OR of term iterators;
+ *   up to QRY_SCORED_EXPANSION  the union: every posting of every expansion
+ *                               read in one walk as (doc, term, tf) triples
+ *                               and sorted by doc (below); each expansion
+ *                               scores as a term of its own, as the OR of
+ *                               them would.  Past UNION_MAX triples (or
+ *                               the memory bound) the OR of term iterators;
+ *   more                        the dense union: one byte per document, by
+ *                               internal id, holding the document's number
+ *                               of occurrences of any expansion (255 at
+ *                               most); the walk adds each posting to it,
+ *                               and the iterator steps over the non-zero
+ *                               bytes.  Its memory is one byte per document
+ *                               of the corpus whatever the expansion holds,
+ *                               as a bitmap would be (Lucene's constant-
+ *                               score rewrite of a many-term query), and it
+ *                               keeps enough to rank.
+ *
+ * Ranking of a huge expansion (more than QRY_SCORED_EXPANSION terms): the
+ * prefix scores as one term of the field, BM25 with tf = the document's
+ * occurrences of expansions (at most 255; BM25's tf part is flat long
+ * before that) and df = the documents matching the prefix.  That is how
+ * FTS5's bm25() ranks every prefix (one phrase whose hits are the tokens
+ * the prefix matches).  Summing a BM25 per expansion, as smaller prefixes
+ * do, would let the rarest of thousands of expansions (df 1: typos, ids,
+ * the highest idf) decide the order, and reward a document for holding
+ * many distinct words with the prefix rather than for being about it; and
+ * it needs state per expansion, which grows with the vocabulary.
+ *
+ * Bounds (qry_ctx_limits): the triples may take mem_limit / 32 postings at
+ * most (12 bytes each, twice while sorted, and room to grow), the dense
+ * union ids below mem_limit; and the walks look at the clock every 4,096
+ * postings.  Reaching the time bound stops the walk: the iterator holds the
+ * expansions read so far (in byte order).  Reaching the memory bound of
+ * the dense union drops the documents past it (the walk goes on, so the
+ * documents below it are all found).  Either makes the search partial, or
+ * KVFTS_ELIMIT when it must be exact.
+ */
 
 typedef struct expand {
     kv_buf terms;         /* NUL-terminated terms back to back */
     size_t n;
-    bool over;
+    bool over;            /* more than QRY_SCORED_EXPANSION */
     kv_err *err;
 } expand;
 
@@ -928,13 +1001,50 @@ static int expand_term(void *payload, const char *term, size_t tlen,
 {
     expand *e = payload;
     (void)info;
-    if (e->n == QRY_MAX_EXPANSION) {
+    if (e->n == QRY_SCORED_EXPANSION) {
         e->over = true;
         return 1;
     }
     e->n++;
     int rc = kv_buf_append(&e->terms, term, tlen, e->err);
     return rc ? rc : kv_buf_append(&e->terms, "", 1, e->err);
+}
+
+/* What stopped a walk (callbacks' non-zero returns, positive). */
+enum { WALK_UNION_FULL = 2, WALK_BOUND = 3 };
+/* Which bound was reached. */
+enum { CUT_NONE = 0, CUT_TIME, CUT_MEM };
+
+/* Every 4,096 postings: is the search's time up? */
+static bool walk_late(const qry_ctx *cx, uint64_t *seen)
+{
+    return cx->deadline && (++*seen & 4095) == 0 &&
+           now_ns() >= cx->deadline;
+}
+
+/* A bound cut prefix n's expansion: an error if the search must be exact,
+ * else the search is partial. */
+static int bound_reached(qry_ctx *cx, const qry_node *n, int cut,
+                         uint64_t postings, kv_err *err)
+{
+    if (!cx->exact) {
+        cx->partial = true;
+        return KVFTS_OK;
+    }
+    int rc;
+    if (cut == CUT_TIME)
+        rc = kv_seterr(err, KVFTS_ELIMIT, "query: prefix '%s*' at %zu: its "
+                       "expansion reached the time limit of the search "
+                       "after %llu postings of field '%s'", n->terms[0],
+                       n->pos, (unsigned long long)postings, n->field);
+    else
+        rc = kv_seterr(err, KVFTS_ELIMIT, "query: prefix '%s*' at %zu: its "
+                       "expansion in field '%s' holds documents past the "
+                       "memory limit of the search (a byte per document, "
+                       "%zu bytes)", n->terms[0], n->pos, n->field,
+                       cx->mem_limit);
+    err->pos = (long long)n->pos;
+    return rc;
 }
 
 /* ---- prefix: the expansions read in one walk ------------------------------
@@ -959,18 +1069,23 @@ typedef struct union_it {
     qry_iter base;
     upost *v, *tmp;
     size_t n, cap, i, end;    /* the current document is v[i .. end) */
+    size_t max;               /* triples at most (UNION_MAX, memory bound) */
     double *idf;              /* per term */
     uint32_t nidf, idfcap;
     size_t field;
     uint64_t field_docs;
+    const qry_ctx *cx;
+    uint64_t seen;            /* postings walked (for the clock) */
 } union_it;
 
 static int union_collect(void *payload, uint32_t term, uint64_t df,
                          uint32_t docid, uint32_t tf)
 {
     union_it *u = payload;
-    if (u->n + 1 > UNION_MAX)
-        return 2;
+    if (walk_late(u->cx, &u->seen))
+        return WALK_BOUND;
+    if (u->n + 1 > u->max)
+        return WALK_UNION_FULL;
     if (term >= u->nidf) {
         if (term >= u->idfcap) {
             uint32_t cap = u->idfcap ? u->idfcap * 2 : 64;
@@ -1102,7 +1217,7 @@ static void union_free(qry_iter *it)
 }
 
 /* The prefix of n as one union iterator; *out NULL when it has more than
- * UNION_MAX postings (the caller falls back to an OR of terms). */
+ * it may hold (the caller falls back to an OR of terms). */
 static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
                      kv_err *err)
 {
@@ -1114,27 +1229,24 @@ static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     u->base.skip_to = union_skip;
     u->base.score = union_score;
     u->base.free = union_free;
+    u->cx = cx;
+    u->max = cx->mem_limit / 32 < UNION_MAX ? cx->mem_limit / 32 : UNION_MAX;
     int rc = ctx_field(cx, n->field, n->flen, &u->field, err);
     if (!rc) {
         u->field_docs = cx->fields[u->field].docs;
         rc = idx_prefix_postings(cx->r, n->field, n->flen, n->terms[0],
-                                 n->tlens[0], QRY_MAX_EXPANSION,
-                                 union_collect, u, err);
+                                 n->tlens[0], UINT32_MAX, union_collect, u,
+                                 err);
     }
-    if (rc == 1) {
-        rc = kv_seterr(err, KVFTS_EINVAL, "query: prefix '%s*' at %zu "
-                       "matches more than %d terms of field '%s'; make it "
-                       "longer", n->terms[0], n->pos, QRY_MAX_EXPANSION,
-                       n->field);
-        err->pos = (long long)n->pos;
-    } else if (rc == KVFTS_ENOMEM) {
+    if (rc == WALK_BOUND)       /* out of time: what was read so far */
+        rc = bound_reached(cx, n, CUT_TIME, u->seen, err);
+    else if (rc == KVFTS_ENOMEM)
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    }
     if (!rc && u->n > 0)
         rc = union_sort(u, err);
     if (rc) {
         union_free(&u->base);
-        return rc == 2 ? KVFTS_OK : rc;
+        return rc == WALK_UNION_FULL ? KVFTS_OK : rc;
     }
     kv_free(u->tmp);
     u->tmp = NULL;
@@ -1145,20 +1257,159 @@ static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     return KVFTS_OK;
 }
 
+/* ---- prefix: the dense union of a huge expansion ------------------------ */
+
+typedef struct dense_it {
+    qry_iter base;
+    uint8_t *tf;          /* by doc id: occurrences of expansions, <= 255 */
+    uint32_t n;           /* ids below n are held */
+    uint32_t limit;       /* ids below limit may be (the memory bound) */
+    size_t field;
+    double idf;           /* of the prefix as one term */
+    const qry_ctx *cx;
+    uint64_t seen;        /* postings walked */
+    int cut;              /* CUT_*: a bound reached */
+} dense_it;
+
+static int dense_collect(void *payload, uint32_t term, uint64_t df,
+                         uint32_t docid, uint32_t tf)
+{
+    dense_it *d = payload;
+    (void)term;
+    (void)df;
+    if (walk_late(d->cx, &d->seen)) {
+        d->cut = CUT_TIME;
+        return WALK_BOUND;
+    }
+    if (docid >= d->n) {
+        if (docid >= d->limit) {  /* past the memory bound: dropped */
+            d->cut = CUT_MEM;
+            return d->cx->exact ? WALK_BOUND : KVFTS_OK;
+        }
+        uint64_t cap = d->n < 4096 ? 8192 : 2 * (uint64_t)d->n;
+        if (cap <= docid)
+            cap = (uint64_t)docid + 1;
+        if (cap > d->limit)
+            cap = d->limit;
+        uint8_t *t = kv_realloc(d->tf, (size_t)cap);
+        if (!t)
+            return KVFTS_ENOMEM;
+        memset(t + d->n, 0, (size_t)cap - d->n);
+        d->tf = t;
+        d->n = (uint32_t)cap;
+    }
+    uint32_t v = d->tf[docid];
+    d->base.est += v == 0;
+    v += tf;
+    d->tf[docid] = (uint8_t)(v > 255 ? 255 : v);
+    return KVFTS_OK;
+}
+
+/* Position on the first held document >= from (eight bytes at a time over
+ * the empty stretches). */
+static int dense_at(dense_it *d, uint32_t from)
+{
+    const uint8_t *a = d->tf;
+    uint32_t i = from, n = d->n;
+    while (i < n && (i & 7) && !a[i])
+        i++;
+    if (i < n && !a[i]) {
+        for (;;) {
+            uint64_t w;
+            if (i + 8 > n)
+                break;
+            memcpy(&w, a + i, 8);
+            if (w)
+                break;
+            i += 8;
+        }
+        while (i < n && !a[i])
+            i++;
+    }
+    if (i >= n)
+        return at_eof(&d->base);
+    d->base.docid = i;
+    return QRY_OK;
+}
+
+static int dense_next(qry_iter *it, kv_err *err)
+{
+    (void)err;
+    if (it->eof)
+        return QRY_EOF;
+    return dense_at((dense_it *)it, it->docid + 1);
+}
+
+static int dense_skip(qry_iter *it, uint32_t docid, kv_err *err)
+{
+    (void)err;
+    if (it->eof || (it->docid && it->docid >= docid))
+        return landed(it, docid);
+    dense_at((dense_it *)it, docid);
+    return landed(it, docid);
+}
+
+static int dense_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
+{
+    dense_it *d = (dense_it *)it;
+    double dl;
+    int rc = ctx_dl(cx, d->field, it->docid, &dl, err);
+    if (!rc)
+        *sum += qry_bm25(d->idf, d->tf[it->docid], dl,
+                         cx->fields[d->field].avgdl);
+    return rc;
+}
+
+static void dense_free(qry_iter *it)
+{
+    kv_free(((dense_it *)it)->tf);
+    kv_free(it);
+}
+
+/* The prefix of n, which has more than QRY_SCORED_EXPANSION terms. */
+static int dense_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
+                     kv_err *err)
+{
+    dense_it *d = kv_calloc(1, sizeof *d);
+    if (!d)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    d->base.next = dense_next;
+    d->base.skip_to = dense_skip;
+    d->base.score = dense_score;
+    d->base.free = dense_free;
+    d->cx = cx;
+    d->limit = cx->mem_limit < UINT32_MAX ? (uint32_t)cx->mem_limit
+                                          : UINT32_MAX;
+    int rc = ctx_field(cx, n->field, n->flen, &d->field, err);
+    if (!rc)
+        rc = idx_prefix_postings(cx->r, n->field, n->flen, n->terms[0],
+                                 n->tlens[0], UINT32_MAX, dense_collect, d,
+                                 err);
+    if (rc == KVFTS_ENOMEM)
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    else if (rc == WALK_BOUND || (!rc && d->cut))
+        rc = bound_reached(cx, n, d->cut, d->seen, err);
+    if (rc) {
+        dense_free(&d->base);
+        return rc;
+    }
+    d->idf = qry_idf(cx->fields[d->field].docs, d->base.est);
+    if (d->base.est == 0)
+        at_eof(&d->base);
+    *out = &d->base;
+    return KVFTS_OK;
+}
+
 static int prefix_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
                       kv_err *err)
 {
-
     expand e = { KV_BUF_INIT, 0, false, err };
     qry_iter **kids = NULL;
     int rc = idx_terms_scan(cx->r, n->field, n->flen, n->terms[0],
                             n->tlens[0], expand_term, &e, err);
     if (rc == 1 && e.over) {
-        rc = kv_seterr(err, KVFTS_EINVAL, "query: prefix '%s*' at %zu "
-                       "matches more than %d terms of field '%s'; make it "
-                       "longer", n->terms[0], n->pos, QRY_MAX_EXPANSION,
-                       n->field);
-        err->pos = (long long)n->pos;
+        kv_buf_free(&e.terms);
+        return dense_new(out, cx, n, err);
     }
     if (rc)
         goto fail;

@@ -80,9 +80,13 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
     qry_hit *h = NULL;
     size_t n = 0, cap = 0;
     uint64_t count = 0;
+    if (o->partial)
+        *o->partial = false;
     int rc = qry_ctx_new(&cx, txn, err);
-    if (!rc)
+    if (!rc) {
+        qry_ctx_limits(cx, o->mem_limit, o->time_limit_ms, o->exact);
         rc = qry_iter_build(&it, cx, plan, err);
+    }
     if (rc)
         goto fail;
     if (!o->count_only && o->lens) {
@@ -136,6 +140,8 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
     rc = KVFTS_OK;
     if (n > 1)
         qsort(h, n, sizeof *h, rank_cmp);
+    if (o->partial)
+        *o->partial = qry_ctx_partial(cx);
     qry_iter_free(it);
     qry_ctx_free(cx);
     *hits = h;

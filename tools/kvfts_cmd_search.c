@@ -8,6 +8,11 @@
  *   --keys      {"key":K,"score":S} lines (documents are not read), then
  *               {"total":N};
  *   --count     one line {"count":N} (no scoring, no reading);
+ *   partial     when a bound (--time-limit MS, --mem-limit BYTES[K|M|G], or
+ *               the KVFTS_SEARCH_TIME_MS / KVFTS_SEARCH_MEM environment)
+ *               cut the search, the last line also has "partial":true:
+ *               {"total":N,"partial":true}, {"count":N,"partial":true};
+ *               with --exact the search fails instead (exit status 1);
  *   --format table
  *               a table for people: rank, key, score and an excerpt of the
  *               document (around the first query word found in a string
@@ -173,6 +178,29 @@ static size_t term_width(void)
 
 /* ---- the command --------------------------------------------------------- */
 
+/* A byte count: digits with an optional K, M or G (binary units). */
+static bool parse_size(const char *s, size_t *out)
+{
+    char num[32];
+    size_t n = strlen(s), shift = 0;
+    if (n == 0 || n >= sizeof num)
+        return false;
+    switch (s[n - 1]) {
+    case 'K': case 'k': shift = 10; n--; break;
+    case 'M': case 'm': shift = 20; n--; break;
+    case 'G': case 'g': shift = 30; n--; break;
+    default: break;
+    }
+    memcpy(num, s, n);
+    num[n] = '\0';
+    uint64_t u;
+    if (!tool_parse_u64(num, &u) || u == 0 || u > (SIZE_MAX >> 1) >> shift)
+        return false;
+    *out = (size_t)u << shift;
+    return true;
+}
+
+
 int cmd_search(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -184,6 +212,9 @@ int cmd_search(int argc, char **argv)
         { "sort", required_argument, NULL, 's' },
         { "query-file", required_argument, NULL, 'q' },
         { "db", required_argument, NULL, 'd' },
+        { "exact", no_argument, NULL, 'x' },
+        { "time-limit", required_argument, NULL, 't' },
+        { "mem-limit", required_argument, NULL, 'm' },
         { NULL, 0, NULL, 0 }
     };
     tool_common c = { NULL };
@@ -205,7 +236,9 @@ int cmd_search(int argc, char **argv)
                                !strcmp(argv[i - 1], "--limit") ||
                                !strcmp(argv[i - 1], "--offset") ||
                                !strcmp(argv[i - 1], "--format") ||
-                               !strcmp(argv[i - 1], "--sort"));
+                               !strcmp(argv[i - 1], "--sort") ||
+                               !strcmp(argv[i - 1], "--time-limit") ||
+                               !strcmp(argv[i - 1], "--mem-limit"));
         if (i > 0 && !takes && !dashdash && a[0] == '-' && a[1] &&
             a[1] != '-' && strcmp(a, "-d") != 0 && !neg_query) {
             neg_query = a;
@@ -214,6 +247,13 @@ int cmd_search(int argc, char **argv)
         argv[nargs++] = argv[i];
     }
     argc = nargs;
+    /* Bounds from the environment, which the options override. */
+    const char *env = getenv("KVFTS_SEARCH_TIME_MS");
+    if (env && tool_parse_u64(env, &u) && u <= UINT32_MAX)
+        so.time_limit_ms = (unsigned)u;
+    env = getenv("KVFTS_SEARCH_MEM");
+    if (env)
+        (void)parse_size(env, &so.mem_limit);
     while ((o = getopt_long(argc, argv, "d:", opts, NULL)) != -1) {
         switch (o) {
         case 'd':
@@ -232,6 +272,21 @@ int cmd_search(int argc, char **argv)
             break;
         case 'c':
             so.count_only = true;
+            break;
+        case 'x':
+            so.exact = true;
+            break;
+        case 't':
+            if (!tool_parse_u64(optarg, &u) || u > UINT32_MAX)
+                return tool_error(EXIT_USAGE, "search: --time-limit takes "
+                                  "milliseconds, not '%s'", optarg);
+            so.time_limit_ms = (unsigned)u;
+            break;
+        case 'm':
+            if (!parse_size(optarg, &so.mem_limit))
+                return tool_error(EXIT_USAGE, "search: --mem-limit takes "
+                                  "bytes (with K, M or G), not '%s'",
+                                  optarg);
             break;
         case 'k':
             so.keys_only = true;
@@ -288,8 +343,9 @@ int cmd_search(int argc, char **argv)
         return code;
     }
     uint64_t total = kvfts_results_total(r);
+    const char *partial = kvfts_results_partial(r) ? ",\"partial\":true" : "";
     if (so.count_only) {
-        printf("{\"count\":%" PRIu64 "}\n", total);
+        printf("{\"count\":%" PRIu64 "%s}\n", total, partial);
     } else {
         const char *key, *doc;
         size_t dl;
@@ -322,9 +378,10 @@ int cmd_search(int argc, char **argv)
             fputs("}\n", stdout);
         }
         if (table)
-            printf("%zu of %" PRIu64 " matches\n", shown, total);
+            printf("%zu of %" PRIu64 " matches%s\n", shown, total,
+                   *partial ? " (partial: a search bound was reached)" : "");
         else
-            printf("{\"total\":%" PRIu64 "}\n", total);
+            printf("{\"total\":%" PRIu64 "%s}\n", total, partial);
         if (total == 0)
             code = EXIT_NOTFOUND;
     }

@@ -76,6 +76,7 @@ static const command commands[] = {
     { "search", cmd_search,
       "kvfts search QUERY [--limit N] [--offset N] [--count] [--keys]\n"
       "             [--sort score|key] [--format json|table]\n"
+      "             [--time-limit MS] [--mem-limit BYTES[K|M|G]] [--exact]\n"
       "kvfts search --query-file FILE|- [...]\n"
       "  Find documents: 'quick fox' (both), 'a OR b', '-dog' / 'NOT dog',\n"
       "  '\"a phrase\"', 'qui*' (prefix), 'field:term', 'field:(a OR b)',\n"
@@ -84,8 +85,12 @@ static const command commands[] = {
       "  doc; --sort key: by key), then {\"total\":N}; --count prints\n"
       "  {\"count\":N}.  --limit defaults to 10 (0: all).  Exit 3 when\n"
       "  nothing matches, 2 for a bad query.  A query has at most 10,000\n"
-      "  words and 256 KiB (--query-file reads a long one); a prefix may\n"
-      "  expand to 1,000 terms.\n" },
+      "  words and 256 KiB (--query-file reads a long one).  A prefix may\n"
+      "  expand to any number of terms; expanding it is bounded by\n"
+      "  --mem-limit (default 256M; env KVFTS_SEARCH_MEM) and\n"
+      "  --time-limit (default none; env KVFTS_SEARCH_TIME_MS): past one the\n"
+      "  answer is what was found, with \"partial\":true on the last line;\n"
+      "  --exact makes that an error (exit 1).\n" },
     { "term", cmd_term,
       "kvfts term FIELD TERM [--limit N]\n"
       "  Print the index entry fts::FIELD::TERM as {\"count\":N,\"refs\":[...]}:\n"
@@ -125,8 +130,8 @@ static const command commands[] = {
       "kvfts bench --growth [--sizes 10000,100000,1000000,5000000] [...]\n"
       "  Benchmark kvfts against SQLite FTS5 and Xapian (--vs fts5,xapian, the\n"
       "  default when built with libxapian-dev; fts5, xapian or none for fewer)\n"
-      "  on a corpus of bench/corpora/ (debian, gcide, linuxdoc, synthetic), in\n"
-      "  one run: load docs/s and MB/s, index size, peak load RSS, and per query\n"
+      "  on a corpus of bench/corpora/ (debian, gcide, linuxdoc, synthetic,\n"
+      "  largevocab), in one run: load docs/s and MB/s, index size, peak load RSS, and per query\n"
       "  class the median and p99 of top-10 and count, kvfts's ratio to each\n"
       "  peer and to the best, and whether they return the same match sets.\n"
       "  Prints a table with the targets; writes OUT/NAME.json and OUT/NAME.svg.\n"

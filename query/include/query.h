@@ -29,9 +29,13 @@
 #include "kv.h"
 #include "tokenizer.h"
 
-/** Most terms one prefix may expand to; more is KVFTS_EINVAL (never a silent
- *  truncation of the results). */
-#define QRY_MAX_EXPANSION 1000
+/** Most expansions of a prefix that rank as terms of their own (BM25 each,
+ *  summed).  A prefix may expand to any number of terms; past this many it
+ *  is evaluated as one pseudo-term over a per-document byte array and ranks
+ *  as that one term (qry_iter.c "prefix", README "Query syntax"). */
+#define QRY_SCORED_EXPANSION 1000
+/** Default memory bound of a prefix expansion's working set, in bytes. */
+#define QRY_DEFAULT_MEM ((size_t)256 << 20)
 /** Deepest nesting of parentheses. */
 #define QRY_MAX_DEPTH 64
 /** Longest query text, in bytes. */
@@ -95,12 +99,23 @@ typedef struct qry_run_options {
     size_t k;             /* keep the best k hits; 0 = every hit */
     bool count_only;      /* count matches; no scoring, no hits */
     idx_lens_cache *lens; /* the handle's length columns, or NULL */
+    /* Resource bounds (README "Query syntax", "Huge prefixes").  Reaching
+     * one stops the work it bounds; the answer is what was found so far,
+     * flagged partial, or KVFTS_ELIMIT when exact is set. */
+    size_t mem_limit;     /* bytes a prefix expansion may hold; 0 = default
+                             (QRY_DEFAULT_MEM) */
+    unsigned time_limit_ms;   /* expanding prefixes; 0 = no limit */
+    bool exact;           /* a bound reached is an error, not partial */
+    bool *partial;        /* out (NULL: not wanted): a bound cut the answer,
+                             so total and hits cover part of the matches */
 } qry_run_options;
 
 /** Evaluate plan @p plan in @p txn: *@p total = the exact number of matching
  *  documents; unless count_only, *@p hits = the best k (all when k = 0) by
  *  score descending, ties by doc id ascending (caller owns; kv_free()).
- *  @return KVFTS_OK or an error of qry_iter_build() / the index. */
+ *  @return KVFTS_OK (also when a bound cut the answer: *o->partial),
+ *          KVFTS_ELIMIT (a bound reached with o->exact), or an error of
+ *          qry_iter_build() / the index. */
 int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
             qry_hit **hits, size_t *nhits, uint64_t *total, kv_err *err);
 

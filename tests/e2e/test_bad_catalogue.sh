@@ -409,10 +409,16 @@ bad 2 "query: prefix '*' must be one word (letters or digits) at 0" kv search '*
 bad 2 "query: prefix '*' must be one word (letters or digits) at 0" \
     kv search 'title:*'
 
-# row 42: a prefix matching more than 1,000 terms (the 1M-term database)
-row 42 "a prefix matching more than 1,000 terms (the 1M-term database)"
-bad 2 "query: prefix 'w1*' at 0 matches more than 1000 terms of field '_all'; make it longer" \
-    kv -d "$T_DIR/big" search 'w1*'
+# row 42: a prefix matching more than 1,000 terms (11,111 in the 99,000-term
+# document): answered, not refused; --exact with a memory bound the
+# expansion passes is a clear error
+row 42 "a prefix matching more than 1,000 terms (the 99,000-term database)"
+expect_exit 0 kv -d "$T_DIR/big" search 'w1*' --count
+expect_stdout '{"count":1}'
+expect_exit 0 kv -d "$T_DIR/big" search 'w1*' --keys
+expect_eq "w1* hits" "$(jq -r '.key // .total' <<<"$OUT" | tr '\n' ' ')" "kterm 1 "
+bad 1 "query: prefix 'w1*' at 0: its expansion in field '_all' holds documents past the memory limit of the search (a byte per document, 1 bytes)" \
+    kv -d "$T_DIR/big" search 'w1*' --mem-limit 1 --exact
 expect_exit 0 kv -d "$T_DIR/big" search 'w12345*' --count
 expect_stdout '{"count":1}'
 

@@ -103,4 +103,27 @@ expect_eq "paging" "$(head -35 <<<"$all")" "$(sed '/^$/d' <<<"$paged")"
 # Scores are in descending order.
 check "descending scores" jq -s -e '[.[] | select(.score) | .score] | . == (sort | reverse)' <<<"$OUT"
 
+# A huge prefix answers (no expansion limit); its bounds flag a partial
+# answer, or fail with --exact.  1,100 documents, each with its own term.
+new_db huge
+for i in $(seq 1 1100); do printf '{"id":%d,"w":"t%04d common"}\n' "$i" "$i"; done \
+    > "$T_DIR/huge.jsonl"
+expect_exit 0 kv load "$T_DIR/huge.jsonl" --id-field id --quiet
+expect_exit 0 kv search 't*' --count
+expect_stdout '{"count":1100}'
+expect_exit 0 kv search 't* common' --keys --limit 2
+expect_eq "huge total" "$(tail -1 <<<"$OUT")" '{"total":1100}'
+expect_exit 0 kv search 't*' --count --mem-limit 1K
+expect_stdout '{"count":1023,"partial":true}'
+expect_exit 0 kv search 't*' --keys --limit 1 --mem-limit 1K
+expect_eq "partial total" "$(tail -1 <<<"$OUT")" '{"total":1023,"partial":true}'
+KVFTS_SEARCH_MEM=1K expect_exit 0 kv search 't*' --count
+expect_stdout '{"count":1023,"partial":true}'
+expect_error 1 "prefix 't*' at 0: its expansion in field '_all' holds documents past the memory limit of the search (a byte per document, 1024 bytes)" \
+    kv search 't*' --count --mem-limit 1K --exact
+expect_exit 0 kv search 't*' --count --mem-limit 1M --exact
+expect_stdout '{"count":1100}'
+expect_usage_error 2 "--mem-limit takes bytes" kv search 't*' --mem-limit 0
+expect_usage_error 2 "--time-limit takes milliseconds" kv search 't*' --time-limit x
+
 finish

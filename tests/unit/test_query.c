@@ -10,8 +10,10 @@
  *     kvfts_analyze_doc) with its own BM25, compared on random queries over
  *     random corpora, after inserts, replaces and deletes: same match sets,
  *     same scores within 1e-9;
- *   - paging, count, sort by key, the prefix expansion cap, phrases without
- *     positions;
+ *   - paging, count, sort by key, prefixes of any size (no cap; the union
+ *     of a large one against an OR of its terms; huge ones of 1 to 3
+ *     letters against a reference, FTS5's counts and the bounds), phrases
+ *     without positions;
  *   - a differential test against SQLite FTS5 (unicode61 remove_diacritics
  *     2, detail=full, one column per field) on tests/data/
  *     tok_debian_sample.jsonl and, when apt-cache works, on the whole Debian
@@ -969,6 +971,8 @@ static void test_paging_sort_count(void **state)
     fx_close(&f);
 }
 
+/* No limit refuses a prefix: 1,001 expansions (a pseudo-term) and 1,000
+ * (terms of their own) both answer with every document. */
 static void test_prefix_cap(void **state)
 {
     (void)state;
@@ -977,29 +981,39 @@ static void test_prefix_cap(void **state)
     kvfts_batch *b = NULL;
     assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
     char key[32], json[64];
-    for (int i = 0; i < QRY_MAX_EXPANSION + 1; i++) {
+    for (int i = 0; i < QRY_SCORED_EXPANSION + 1; i++) {
         snprintf(key, sizeof key, "d%d", i);
         snprintf(json, sizeof json, "{\"w\":\"t%04d u%04d\"}", i,
-                 i % QRY_MAX_EXPANSION);
+                 i % QRY_SCORED_EXPANSION);
         assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key), S(json)),
                          0);
     }
     assert_int_equal(kvfts_batch_commit(b), 0);
     kvfts_batch_free(b);
     kvfts_results *r = NULL;
-    /* 1,001 terms: an error, not a truncated answer */
-    assert_int_equal(kvfts_search(&r, f.db, S("x OR t*"), NULL), KVFTS_EINVAL);
-    assert_string_equal(kvfts_errmsg(f.db), "query: prefix 't*' at 5 "
-                        "matches more than 1000 terms of field '_all'; make "
-                        "it longer");
-    /* exactly 1,000 terms: fine, every document found */
     kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+    /* 1,001 terms: answered, ranked as one term (every match alike here) */
+    assert_int_equal(kvfts_search(&r, f.db, S("x OR t*"), &o), 0);
+    assert_int_equal(kvfts_results_total(r), QRY_SCORED_EXPANSION + 1);
+    assert_int_equal(kvfts_results_count(r), 10);
+    assert_false(kvfts_results_partial(r));
+    kvfts_results_free(r);
     o.count_only = true;
+    /* exactly 1,000 terms: every document found */
     assert_int_equal(kvfts_search(&r, f.db, S("w:u*"), &o), 0);
-    assert_int_equal(kvfts_results_total(r), QRY_MAX_EXPANSION + 1);
+    assert_int_equal(kvfts_results_total(r), QRY_SCORED_EXPANSION + 1);
     kvfts_results_free(r);
     assert_int_equal(kvfts_search(&r, f.db, S("t00*"), &o), 0);
     assert_int_equal(kvfts_results_total(r), 100);
+    kvfts_results_free(r);
+    /* version 1 options have no bounds: what follows them is not read */
+    o.mem_limit = 16;
+    o.exact = true;
+    assert_int_equal(kvfts_search(&r, f.db, S("t*"), &o), KVFTS_ELIMIT);
+    o.version = 1;
+    assert_int_equal(kvfts_search(&r, f.db, S("t*"), &o), 0);
+    assert_int_equal(kvfts_results_total(r), QRY_SCORED_EXPANSION + 1);
+    assert_false(kvfts_results_partial(r));
     kvfts_results_free(r);
     fx_close(&f);
 }
@@ -1093,6 +1107,309 @@ static void test_prefix_union(void **state)
                          sa[h], sb[h]);
         }
     }
+    fx_close(&f);
+}
+
+/* ---- huge prefixes --------------------------------------------------------
+ *
+ * A corpus with a large vocabulary: words of three letters from {a, b, c}
+ * and three random ones, so that every prefix of 1, 2 and 3 letters expands
+ * to more than QRY_SCORED_EXPANSION terms.  Loaded in two batches (the
+ * second replaces and deletes documents: several segments, deletions), then
+ * checked against a reference computed here from kvfts_analyze_doc():
+ * the same match sets; the scores of the rule for huge expansions (the
+ * prefix as one term: tf = the document's occurrences of expansions, df =
+ * the matching documents); counts equal to FTS5's; and the bounds. */
+
+#define HUGE_DOCS 3000
+
+typedef struct hdoc {
+    char key[16];
+    char *json;
+    char **terms;         /* the analyzed terms of field w */
+    size_t nterms;
+    bool live;
+} hdoc;
+
+static char *huge_text(void)
+{
+    int words = 5 + (int)rnd(36);
+    char *j = malloc(16 + (size_t)words * 7);
+    size_t n = (size_t)sprintf(j, "{\"w\":\"");
+    for (int i = 0; i < words; i++) {
+        if (i)
+            j[n++] = ' ';
+        for (int k = 0; k < 3; k++)
+            j[n++] = (char)('a' + rnd(3));
+        for (int k = 0; k < 3; k++)
+            j[n++] = (char)('a' + rnd(26));
+    }
+    strcpy(j + n, "\"}");
+    return j;
+}
+
+static void hdoc_set(fx *f, hdoc *d, char *json)
+{
+    for (size_t i = 0; i < d->nterms; i++)
+        free(d->terms[i]);
+    free(d->terms);
+    free(d->json);
+    d->json = json;
+    kvfts_terms *t = NULL;
+    assert_int_equal(kvfts_analyze_doc(&t, f->db, S(json)), 0);
+    size_t n = kvfts_terms_count(t);
+    d->terms = calloc(n + 1, sizeof *d->terms);
+    d->nterms = 0;
+    for (size_t i = 0; i < n; i++) {
+        const kvfts_term *x = kvfts_terms_at(t, i);
+        if (!strcmp(x->field, "w"))
+            d->terms[d->nterms++] = strdup(x->term);
+    }
+    kvfts_terms_free(t);
+    d->live = true;
+}
+
+static int huge_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Distinct terms of the live documents starting with p. */
+static size_t huge_expansions(const hdoc *docs, const char *p)
+{
+    size_t cap = 1024, n = 0, pl = strlen(p);
+    char **v = malloc(cap * sizeof *v);
+    for (size_t i = 0; i < HUGE_DOCS; i++)
+        for (size_t k = 0; docs[i].live && k < docs[i].nterms; k++)
+            if (!strncmp(docs[i].terms[k], p, pl)) {
+                if (n == cap)
+                    v = realloc(v, (cap *= 2) * sizeof *v);
+                v[n++] = docs[i].terms[k];
+            }
+    qsort(v, n, sizeof *v, huge_cmp);
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        d += i == 0 || strcmp(v[i], v[i - 1]) != 0;
+    free(v);
+    return d;
+}
+
+/* Every hit of q (limit 0), checked against the reference: the documents
+ * with a term starting with p, scored as the prefix as one term.  With
+ * bounds (o), the hits must be a subset.  Returns the total. */
+static uint64_t huge_check(fx *f, const hdoc *docs, const char *q,
+                           const char *p, const kvfts_search_options *bo,
+                           bool *partial)
+{
+    size_t pl = strlen(p);
+    double N = 0, total_len = 0, df = 0;
+    static uint32_t tf[HUGE_DOCS];
+    for (size_t i = 0; i < HUGE_DOCS; i++) {
+        tf[i] = 0;
+        if (!docs[i].live)
+            continue;
+        N++;
+        total_len += (double)docs[i].nterms;
+        for (size_t k = 0; k < docs[i].nterms; k++)
+            tf[i] += strncmp(docs[i].terms[k], p, pl) == 0;
+        df += tf[i] > 0;
+    }
+    kvfts_results *r = NULL;
+    kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+    if (bo)
+        o = *bo;
+    o.limit = 0;
+    o.keys_only = true;
+    int rc = kvfts_search(&r, f->db, S(q), &o);
+    if (rc)
+        fail_msg("'%s': %s", q, kvfts_errmsg(f->db));
+    *partial = kvfts_results_partial(r);
+    uint64_t total = kvfts_results_total(r);
+    if (!*partial && total != (uint64_t)df)
+        fail_msg("'%s': %llu matches, the reference has %.0f", q,
+                 (unsigned long long)total, df);
+    if (*partial && total > (uint64_t)df)
+        fail_msg("'%s' (partial): %llu matches, more than the reference's "
+                 "%.0f", q, (unsigned long long)total, df);
+    assert_int_equal(kvfts_results_count(r), total);
+    const char *k;
+    double score, prev = INFINITY;
+    while (kvfts_results_next(r, &k, NULL, NULL, &score) == KVFTS_OK) {
+        size_t i = (size_t)atoi(k + 1);
+        assert_true(i < HUGE_DOCS);
+        if (!docs[i].live || !tf[i])
+            fail_msg("'%s': %s matched, not in the reference", q, k);
+        if (score > prev)
+            fail_msg("'%s': not in score order at %s", q, k);
+        prev = score;
+        if (*partial)     /* its idf counts the documents found */
+            continue;
+        double want = ref_bm25(N, df, tf[i] > 255 ? 255 : tf[i],
+                               (double)docs[i].nterms, total_len / N);
+        if (fabs(want - score) > 1e-9)
+            fail_msg("'%s': %s scores %.15g, the reference %.15g", q, k,
+                     score, want);
+    }
+    kvfts_results_free(r);
+    return total;
+}
+
+static void test_prefix_huge(void **state)
+{
+    (void)state;
+    fx f;
+    fx_open(&f, NULL);
+    hdoc *docs = calloc(HUGE_DOCS, sizeof *docs);
+    kvfts_batch *b = NULL;
+    assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
+    for (size_t i = 0; i < HUGE_DOCS; i++) {
+        snprintf(docs[i].key, sizeof docs[i].key, "d%04zu", i);
+        hdoc_set(&f, &docs[i], huge_text());
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(docs[i].key),
+                                           S(docs[i].json)), 0);
+    }
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    /* a second segment of replaces, then deletes */
+    assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
+    for (int op = 0; op < 200; op++) {
+        hdoc *d = &docs[rnd(HUGE_DOCS)];
+        hdoc_set(&f, d, huge_text());
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(d->key),
+                                           S(d->json)), 0);
+    }
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    for (int op = 0; op < 20; op++) {
+        hdoc *d = &docs[rnd(HUGE_DOCS)];
+        if (d->live)
+            assert_int_equal(kvfts_del(f.db, S(d->key), 0), 0);
+        d->live = false;
+    }
+
+    static const char *const prefixes[] = { "a", "c", "ab", "ca", "abc",
+                                            "bca", "cc" };
+    uint64_t counts[sizeof prefixes / sizeof *prefixes];
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+        const char *p = prefixes[i];
+        size_t terms = huge_expansions(docs, p);
+        if (terms <= QRY_SCORED_EXPANSION)
+            fail_msg("'%s*' expands to %zu terms: not a huge prefix", p,
+                     terms);
+        char q[32];
+        bool partial;
+        snprintf(q, sizeof q, "%s*", p);
+        counts[i] = huge_check(&f, docs, q, p, NULL, &partial);
+        assert_false(partial);
+        snprintf(q, sizeof q, "w:%s*", p);
+        assert_int_equal(huge_check(&f, docs, q, p, NULL, &partial),
+                         counts[i]);
+        assert_false(partial);
+        printf("[ huge     ] %s*: %zu terms, %llu matches\n", p, terms,
+               (unsigned long long)counts[i]);
+        /* count mode agrees */
+        kvfts_results *r = NULL;
+        kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+        o.count_only = true;
+        assert_int_equal(kvfts_search(&r, f.db, S(q), &o), 0);
+        assert_int_equal(kvfts_results_total(r), counts[i]);
+        kvfts_results_free(r);
+    }
+    /* under AND and NOT: the match set of the AND of two reference sets */
+    {
+        kvfts_results *r = NULL;
+        kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+        o.count_only = true;
+        assert_int_equal(kvfts_search(&r, f.db, S("ab* -w:abc*"), &o), 0);
+        uint64_t want = 0;
+        for (size_t i = 0; i < HUGE_DOCS; i++) {
+            bool ab = false, abc = false;
+            for (size_t k = 0; docs[i].live && k < docs[i].nterms; k++) {
+                ab |= !strncmp(docs[i].terms[k], "ab", 2);
+                abc |= !strncmp(docs[i].terms[k], "abc", 3);
+            }
+            want += ab && !abc;
+        }
+        assert_int_equal(kvfts_results_total(r), want);
+        kvfts_results_free(r);
+    }
+
+    /* The memory bound: ids past it are left out, flagged partial; with
+     * exact, KVFTS_ELIMIT. */
+    kvfts_search_options bo = KVFTS_SEARCH_OPTIONS_INIT;
+    bo.mem_limit = HUGE_DOCS / 2;
+    bool partial;
+    uint64_t n = huge_check(&f, docs, "ab*", "ab", &bo, &partial);
+    assert_true(partial);
+    assert_true(n > 0 && n < counts[2]);
+    bo.exact = true;
+    kvfts_results *r = NULL;
+    assert_int_equal(kvfts_search(&r, f.db, S("x OR ab*"), &bo),
+                     KVFTS_ELIMIT);
+    assert_null(r);
+    assert_string_equal(kvfts_errmsg(f.db), "query: prefix 'ab*' at 5: its "
+                        "expansion in field '_all' holds documents past the "
+                        "memory limit of the search (a byte per document, "
+                        "1500 bytes)");
+    /* a bound not reached: complete, even with exact */
+    bo.mem_limit = 1 << 20;
+    assert_int_equal(huge_check(&f, docs, "ab*", "ab", &bo, &partial),
+                     counts[2]);
+    assert_false(partial);
+    /* The time bound: 1 ms may or may not cut it on this machine; either
+     * way the answer is consistent (a subset, flagged, or all of it). */
+    bo.exact = false;
+    bo.time_limit_ms = 1;
+    n = huge_check(&f, docs, "a*", "a", &bo, &partial);
+    assert_true(partial ? n <= counts[0] : n == counts[0]);
+    bo.exact = true;
+    int rc = kvfts_search(&r, f.db, S("a*"), &bo);
+    assert_true(rc == KVFTS_OK || rc == KVFTS_ELIMIT);
+    if (rc == KVFTS_OK) {
+        assert_false(kvfts_results_partial(r));
+        kvfts_results_free(r);
+    }
+
+#ifdef HAVE_SQLITE
+    /* FTS5 (the reference for counts) gives the same counts. */
+    sqlite3 *sq;
+    assert_int_equal(sqlite3_open(":memory:", &sq), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(sq, "CREATE VIRTUAL TABLE t USING fts5(w,"
+                                  " tokenize='unicode61 remove_diacritics "
+                                  "2')", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_stmt *ins, *cnt;
+    assert_int_equal(sqlite3_prepare_v2(sq, "INSERT INTO t(w) VALUES (?)", -1,
+                                        &ins, NULL), SQLITE_OK);
+    for (size_t i = 0; i < HUGE_DOCS; i++) {
+        if (!docs[i].live)
+            continue;
+        const char *w = docs[i].json + 6;   /* {"w":"...": the words */
+        sqlite3_reset(ins);
+        sqlite3_bind_text(ins, 1, w, (int)strlen(w) - 2, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(ins), SQLITE_DONE);
+    }
+    sqlite3_finalize(ins);
+    assert_int_equal(sqlite3_prepare_v2(sq, "SELECT count(*) FROM t WHERE t "
+                                        "MATCH ?", -1, &cnt, NULL),
+                     SQLITE_OK);
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+        char q[32];
+        snprintf(q, sizeof q, "%s*", prefixes[i]);
+        sqlite3_reset(cnt);
+        sqlite3_bind_text(cnt, 1, q, -1, SQLITE_TRANSIENT);
+        assert_int_equal(sqlite3_step(cnt), SQLITE_ROW);
+        assert_int_equal((uint64_t)sqlite3_column_int64(cnt, 0), counts[i]);
+    }
+    sqlite3_finalize(cnt);
+    sqlite3_close(sq);
+#endif
+    for (size_t i = 0; i < HUGE_DOCS; i++) {
+        for (size_t k = 0; k < docs[i].nterms; k++)
+            free(docs[i].terms[k]);
+        free(docs[i].terms);
+        free(docs[i].json);
+    }
+    free(docs);
     fx_close(&f);
 }
 
@@ -1358,6 +1675,7 @@ static const qpair queries[] = {
     { "pyth*", "pyth*", "prefix" },
     { "doc*", "doc*", "prefix" },
     { "xz*", "xz*", "prefix" },
+    { "a*", "a*", "prefix" },     /* the catalog: > 1,000 expansions */
     { "emul* game*", "emul* AND game*", "prefix" },
     /* field-scoped */
     { "package:python", "package : python", "field" },
@@ -1518,6 +1836,7 @@ int main(void)
         cmocka_unit_test(test_paging_sort_count),
         cmocka_unit_test(test_prefix_cap),
         cmocka_unit_test(test_prefix_union),
+        cmocka_unit_test(test_prefix_huge),
         cmocka_unit_test(test_positions_off),
         cmocka_unit_test(test_differential_fts5),
     };
