@@ -82,7 +82,7 @@ static const char usage_text[] =
     "                    (default fts5,xapian; fts5 when built without\n"
     "                    Xapian; none: kvfts alone)\n"
     "  --runs N          timed runs per query (default 11), after one warm-up\n"
-    "  --mem MB          kvfts load --mem (default 256)\n"
+    "  --mem MB          kvfts load --mem (default 128)\n"
     "  --work DIR        scratch databases (default bench/work/NAME; a disk,\n"
     "                    not a tmpfs); removed after the run unless --keep\n"
     "  --keep            keep the databases of --work after the run\n"
@@ -284,7 +284,7 @@ static int parse_opts(opts *o, int argc, char **argv)
     o->vs = true;
     o->xap = xap_available();
     o->runs = 11;
-    o->mem_mb = 256;
+    o->mem_mb = 128;
     o->readers_batch = 1000;
     o->readers_cache = 512;
     memcpy(o->sizes, sizes, sizeof sizes);

@@ -265,7 +265,7 @@ KVFTS_EXTERN(int) kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const c
 KVFTS_EXTERN(size_t) kvfts_batch_pending(const kvfts_batch *b);
 
 /** Bound the memory the batch buffers (index postings and its replay log)
- *  to about @p bytes (default 256 MiB). */
+ *  to about @p bytes (default 128 MiB). */
 KVFTS_EXTERN(void) kvfts_batch_set_mem(kvfts_batch *b, size_t bytes);
 
 /** True once the buffers have reached the memory bound: commit now.  (A

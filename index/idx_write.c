@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_MEM (256u * 1024u * 1024u)
+#define DEFAULT_MEM (128u * 1024u * 1024u)
 #define QUEUE_JOBS 16     /* groups of documents, or lent flush work */
 
 /* Documents go to the workers in groups of up to GROUP_DOCS (or

@@ -441,7 +441,7 @@ int kvfts_del(kvfts_db *db, const char *key, size_t key_len, uint64_t cas)
 
 /* ---- batches ----------------------------------------------------------- */
 
-#define DEFAULT_BATCH_MEM (256u * 1024u * 1024u)
+#define DEFAULT_BATCH_MEM (128u * 1024u * 1024u)
 
 /* Worker threads for a batch's analysis: one per core but the caller's. */
 static unsigned batch_workers(void)

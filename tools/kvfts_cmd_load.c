@@ -181,7 +181,7 @@ int cmd_load(int argc, char **argv)
         { NULL, 0, NULL, 0 }
     };
     tool_common c = { NULL };
-    load_opts o = { .mode = KVFTS_UPSERT, .batch = 0, .mem_mb = 256 };
+    load_opts o = { .mode = KVFTS_UPSERT, .batch = 0, .mem_mb = 128 };
     char *id_tmpl = NULL;
     int opt, nkey = 0;
     bool mode_given = false;

@@ -59,7 +59,7 @@ typedef struct idx_writer idx_writer;
 
 /** A writer analyzing documents under the database config @p config_json
  *  (the "analysis" member; copied).  @p mem_limit bounds the buffer
- *  (0 = 256 MiB). */
+ *  (0 = 128 MiB). */
 int idx_writer_new(idx_writer **out, const char *config_json, size_t len,
                    size_t mem_limit, kv_err *err);
 void idx_writer_free(idx_writer *w);          /* NULL: no-op */
