@@ -6,7 +6,7 @@
  * load: one document per line, blank lines ignored.  Lines go through one
  * kvfts_batch, which buffers the index postings and merges them in key
  * order when it commits: when its buffers reach --mem megabytes (default
- * 256), or every --batch documents if that is given.  A crash loses at most
+ * 128), or every --batch documents if that is given.  A crash loses at most
  * the batch in progress; every earlier one is durable.  A line
  * the library refuses (bad JSON, bad key, missing key field, an existing key
  * under --mode add, a taken unique lookup) is reported as FILE:LINE:COLUMN
