@@ -536,6 +536,8 @@ struct idx_postings {
     kv_err err;
     idx_view *views;
     uint32_t vcap;
+    uint32_t *run;         /* idx_postings_run() when it copies */
+    uint32_t runcap;
 };
 
 void idx_postings_close(idx_postings *p)
@@ -548,6 +550,7 @@ void idx_postings_close(idx_postings *p)
     kv_free(p->dels);
     kv_free(p->drank);
     kv_free(p->views);
+    kv_free(p->run);
     kv_free(p);
 }
 
@@ -781,6 +784,97 @@ int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err)
     return rc && rc != KVFTS_ITEROVER ? fail(p, rc, err) : rc;
 }
 
+/* A run of live ids for array intersections (idx_postings_run): from the
+ * current posting up to the smallest last id of the cursors' loaded blocks,
+ * as far as can be known without reading another block record.  With one
+ * segment cursor, no deletions and no column filter that is the rest of
+ * the block, borrowed as it is; otherwise the cursors' ids up to that
+ * bound are merged as settle() would take them (the newest posting of an
+ * id, unless a newer deletion cancels it; selected documents only) into
+ * p->run. */
+int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
+                     kv_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (p->rc) {
+        *err = p->err;
+        return p->rc;
+    }
+    if (!p->started || p->eof || !p->at)
+        return KVFTS_OK;
+    if (p->nsc == 1 && p->ndel == 0 && !p->at->filter) {
+        const segcur *sc = p->at;
+        *ids = sc->blk.l.ids + sc->i;
+        *n = sc->blk.l.n - sc->i;
+        return KVFTS_OK;
+    }
+    uint32_t bound = NOWHERE;
+    uint64_t room = 0;
+    for (uint32_t s = 0; s < p->nsc; s++) {
+        const segcur *sc = &p->sc[s];
+        if (sc->cur == NOWHERE)
+            continue;
+        uint32_t last = sc->blk.l.ids[sc->blk.l.n - 1];
+        if (last < bound)
+            bound = last;
+        room += sc->blk.l.n - sc->i;
+    }
+    int rc = idx__grow(&p->run, &p->runcap, room ? room : 1, 4, err);
+    if (rc)
+        return fail(p, rc, err);
+    /* k-way merge of the cursors' blocks from their current positions,
+     * taking ids as settle() does; every id <= bound is in its cursor's
+     * loaded block.  (More than 64 segments holding one term is rare: the
+     * run is then the current posting alone.) */
+    if (p->nsc > 64) {
+        p->run[0] = p->cur;
+        *ids = p->run;
+        *n = 1;
+        return KVFTS_OK;
+    }
+    /* deleted() moves p->dat up to the ids it is asked about; the run
+     * looks ahead of the iterator, which must find it where it was */
+    uint32_t at[64], m = 0, dat = p->dat;
+    for (uint32_t s = 0; s < p->nsc; s++)
+        at[s] = p->sc[s].i;
+    for (;;) {
+        const segcur *best = NULL;
+        uint32_t bid = NOWHERE;
+        for (uint32_t s = 0; s < p->nsc; s++) {
+            const segcur *sc = &p->sc[s];
+            if (sc->cur == NOWHERE)
+                continue;
+            while (sc->filter && at[s] < sc->blk.l.n &&
+                   !doc_selected(sc, at[s]))
+                at[s]++;
+            if (at[s] >= sc->blk.l.n)
+                continue;
+            uint32_t id = sc->blk.l.ids[at[s]];
+            if (id > bound)
+                continue;
+            if (!best || id < bid || (id == bid && sc->rank > best->rank)) {
+                best = sc;
+                bid = id;
+            }
+        }
+        if (!best)
+            break;
+        if (p->ndel == 0 || !deleted(p, bid, best->rank))
+            p->run[m++] = bid;
+        for (uint32_t s = 0; s < p->nsc; s++) {
+            const segcur *sc = &p->sc[s];
+            if (sc->cur != NOWHERE && at[s] < sc->blk.l.n &&
+                sc->blk.l.ids[at[s]] == bid)
+                at[s]++;
+        }
+    }
+    p->dat = dat;
+    *ids = p->run;
+    *n = m;
+    return KVFTS_OK;
+}
+
 uint32_t idx_postings_docid(const idx_postings *p)
 {
     return p->cur;
@@ -794,9 +888,11 @@ int idx_postings_need(idx_postings *p, int level, kv_err *err)
     }
     if (!p->at)
         return KVFTS_OK;
-    int lv = level >= IDX_DECODE_POSITIONS ? IDX_DEC_POS
-           : level >= IDX_DECODE_TFS ? IDX_DEC_VIEWS : IDX_DEC_IDS;
-    int rc = idx_block_need(&p->at->blk, lv, err);
+    /* positions: the current document's alone */
+    int rc = level >= IDX_DECODE_POSITIONS
+           ? idx_block_need_doc(&p->at->blk, p->at->i, err)
+           : idx_block_need(&p->at->blk, level >= IDX_DECODE_TFS
+                            ? IDX_DEC_VIEWS : IDX_DEC_IDS, err);
     return rc ? fail(p, rc, err) : KVFTS_OK;
 }
 
@@ -831,7 +927,7 @@ const idx_view *idx_postings_views(idx_postings *p, uint32_t *n)
             continue;
         p->views[*n] = (idx_view){
             sc->e.cols[l->vcol[v]], l->vtf[v],
-            l->positions && sc->blk.decoded >= IDX_DEC_POS
+            l->positions && idx_block_has_positions(&sc->blk, sc->i)
                 ? l->pos + l->poff[v] : NULL };
         (*n)++;
     }

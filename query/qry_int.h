@@ -37,6 +37,11 @@ struct qry_iter {
     /** Add the BM25 score of the current match to *@p sum. */
     int (*score)(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err);
     void (*free)(qry_iter *it);
+    /** Count every match of an iterator that has not moved yet (it is
+     *  spent after); NULL: qry_iter_count() walks next. */
+    int (*count)(qry_iter *it, uint64_t *n, kv_err *err);
+    idx_postings *post;   /* a term's postings (array intersections), or
+                             NULL */
     uint32_t docid;       /* the current match */
     uint64_t est;         /* at most this many matches (orders AND kids) */
     bool eof;
@@ -56,6 +61,9 @@ void qry_ctx_free(qry_ctx *cx);             /* NULL: no-op */
 int qry_iter_build(qry_iter **out, qry_ctx *cx, const qry_node *n,
                    kv_err *err);
 void qry_iter_free(qry_iter *it);           /* NULL: no-op */
+/** The exact number of matches of @p it, which has not moved yet and is
+ *  spent after: its count method, else a walk. */
+int qry_iter_count(qry_iter *it, uint64_t *n, kv_err *err);
 
 /** Rank with the length columns of @p c (idx_lens_cache) for the fields of
  *  @p cx: those already cached, and the others too when the query may

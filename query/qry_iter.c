@@ -195,6 +195,155 @@ void qry_iter_free(qry_iter *it)
         it->free(it);
 }
 
+int qry_iter_count(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    if (it->count)
+        return it->count(it, n, err);
+    uint64_t c = 0;
+    int rc;
+    while ((rc = it->next(it, err)) == QRY_OK)
+        c++;
+    *n = c;
+    return rc == QRY_EOF ? KVFTS_OK : rc;
+}
+
+/* ---- array intersections (counting) --------------------------------------
+ *
+ * Counting an AND or a phrase works on arrays of doc ids, a block at a
+ * time, instead of a skip_to per candidate: the lead's run of ids
+ * (idx_postings_run: a block's ids as decoded, no copy) is copied into a
+ * buffer, and each other list filters the buffer by merging it with its
+ * own runs, galloping over ids, and skip_to only to get past a run; a
+ * block none of the buffer's ids fall in is stepped over by its key and
+ * header (idx_postings_skip_to), never decoded. */
+
+/* First index >= from in a[0..n) whose value is >= x. */
+static uint32_t gallop(const uint32_t *a, uint32_t from, uint32_t n,
+                       uint32_t x)
+{
+    uint32_t lo = from, hi = from, step = 1;
+    while (hi < n && a[hi] < x) {
+        lo = hi + 1;
+        hi += step;
+        step *= 2;
+    }
+    if (hi > n)
+        hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Keep in buf[0..m) (ascending) the ids postings p holds (keep) or does
+ * not hold (!keep); *out = how many are kept.  p only moves forward. */
+static int isect_postings(idx_postings *p, uint32_t *buf, size_t m,
+                          bool keep, size_t *out, kv_err *err)
+{
+    size_t o = 0, j = 0;
+    while (j < m) {
+        int rc = idx_postings_skip_to(p, buf[j], err);
+        if (rc == KVFTS_ITEROVER)
+            break;
+        if (rc)
+            return rc;
+        const uint32_t *r;
+        uint32_t rn, x = 0;
+        if ((rc = idx_postings_run(p, &r, &rn, err)))
+            return rc;
+        if (rn == 0)          /* cannot happen once positioned */
+            return kv_seterr(err, KVFTS_ERROR, "query: empty run");
+        while (j < m && x < rn) {
+            if (buf[j] < r[x]) {
+                if (!keep)
+                    buf[o++] = buf[j];
+                j++;
+            } else if (buf[j] > r[x]) {
+                x = gallop(r, x + 1, rn, buf[j]);
+            } else {
+                if (keep)
+                    buf[o++] = buf[j];
+                j++;
+                x++;
+            }
+        }
+    }
+    if (!keep)
+        while (j < m)
+            buf[o++] = buf[j++];
+    *out = o;
+    return KVFTS_OK;
+}
+
+/* The same through any iterator: a skip_to per id. */
+static int isect_iter(qry_iter *k, uint32_t *buf, size_t m, bool keep,
+                      size_t *out, kv_err *err)
+{
+    if (k->post)
+        return isect_postings(k->post, buf, m, keep, out, err);
+    size_t o = 0, j = 0;
+    for (; j < m; j++) {
+        int rc = k->skip_to(k, buf[j], err);
+        if (rc < 0)
+            return rc;
+        if (rc == QRY_EOF)
+            break;
+        if ((rc == QRY_OK) == keep)
+            buf[o++] = buf[j];
+    }
+    if (!keep)
+        while (j < m)
+            buf[o++] = buf[j++];
+    *out = o;
+    return KVFTS_OK;
+}
+
+/* A buffer of candidate ids. */
+typedef struct idbuf {
+    uint32_t *v;
+    uint32_t cap;
+} idbuf;
+
+static int idbuf_reserve(idbuf *b, size_t n, kv_err *err)
+{
+    if (n <= b->cap)
+        return KVFTS_OK;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < n)
+        cap *= 2;
+    if (cap > UINT32_MAX)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    uint32_t *v = kv_realloc(b->v, cap * sizeof *v);
+    if (!v)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    b->v = v;
+    b->cap = (uint32_t)cap;
+    return KVFTS_OK;
+}
+
+/* Candidates a non-term lead gives per round. */
+#define LEAD_CHUNK 256
+
+/* The next round of candidates of postings @p p (positioned on its next
+ * one) into b: its run.  *m = 0 at the end. */
+static int run_copy(idx_postings *p, idbuf *b, size_t *m, kv_err *err)
+{
+    const uint32_t *r;
+    uint32_t rn;
+    int rc = idx_postings_run(p, &r, &rn, err);
+    if (!rc)
+        rc = idbuf_reserve(b, rn, err);
+    if (rc)
+        return rc;
+    memcpy(b->v, r, (size_t)rn * sizeof *r);
+    *m = rn;
+    return KVFTS_OK;
+}
+
 /* ---- empty --------------------------------------------------------------- */
 
 static int empty_next(qry_iter *it, kv_err *err)
@@ -288,6 +437,15 @@ static int term_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return rc;
 }
 
+/* A term's live count is exact in its entries (postings minus deletions,
+ * per segment): nothing is walked. */
+static int term_count(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    (void)err;
+    *n = it->est;
+    return KVFTS_OK;
+}
+
 static void term_free(qry_iter *it)
 {
     idx_postings_close(((term_it *)it)->p);
@@ -329,6 +487,8 @@ static int term_new(qry_iter **out, qry_ctx *cx, const char *field,
     t->base.score = term_score;
     t->base.free = term_free;
     t->base.est = idx_postings_info(p)->df;
+    t->base.post = p;
+    t->base.count = term_count;
     rc = ctx_field(cx, field, flen, &fi, err);
     if (rc) {
         term_free(&t->base);
@@ -504,6 +664,83 @@ static int phrase_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return rc;
 }
 
+/* Count by rounds of blocks: every term skips to the lead's candidate and
+ * shows its run (idx_postings_run); the round covers ids up to the
+ * smallest last id of those runs, so the candidates (the runs intersected
+ * as arrays) lie in blocks every term has loaded, and checking their
+ * positions moves no term to another block.  Positions are decoded only
+ * for blocks that hold a candidate. */
+static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    phrase_it *ph = (phrase_it *)it;
+    idx_postings *lead = ph->p[ph->order[0]];
+    idbuf b = { NULL, 0 };
+    uint64_t total = 0;
+    int rc = idx_postings_next(lead, err);
+    while (rc == KVFTS_OK) {
+        uint32_t target = idx_postings_docid(lead), bound = UINT32_MAX;
+        for (size_t k = 1; !rc && k < ph->n; k++)
+            rc = idx_postings_skip_to(ph->p[ph->order[k]], target, err);
+        const uint32_t *r;
+        uint32_t rn;
+        for (size_t k = 0; !rc && k < ph->n; k++) {
+            rc = idx_postings_run(ph->p[k], &r, &rn, err);
+            if (!rc && rn && r[rn - 1] < bound)
+                bound = r[rn - 1];
+        }
+        if (rc)
+            break;
+        /* the lead's run up to bound, then each other term's */
+        size_t m = 0;
+        rc = idx_postings_run(lead, &r, &rn, err);
+        if (!rc)
+            rc = idbuf_reserve(&b, rn, err);
+        if (rc)
+            break;
+        while (m < rn && r[m] <= bound) {
+            b.v[m] = r[m];
+            m++;
+        }
+        for (size_t k = 1; m && k < ph->n; k++) {
+            if ((rc = idx_postings_run(ph->p[ph->order[k]], &r, &rn, err)))
+                break;
+            size_t o = 0;
+            uint32_t x = 0;
+            for (size_t j = 0; j < m && x < rn; ) {
+                if (b.v[j] < r[x])
+                    j++;
+                else if (b.v[j] > r[x])
+                    x = gallop(r, x + 1, rn, b.v[j]);
+                else {
+                    b.v[o++] = b.v[j++];
+                    x++;
+                }
+            }
+            m = o;
+        }
+        for (size_t j = 0; !rc && j < m; j++) {
+            for (size_t k = 0; !rc && k < ph->n; k++)
+                rc = idx_postings_skip_to(ph->p[k], b.v[j], err);
+            uint32_t pf = 0;
+            if (!rc)
+                rc = phrase_count(ph, false, &pf, err);
+            total += pf != 0;
+        }
+        if (rc)
+            break;
+        if (bound == UINT32_MAX) {
+            rc = KVFTS_ITEROVER;
+            break;
+        }
+        rc = idx_postings_skip_to(lead, bound + 1, err);
+    }
+    kv_free(b.v);
+    if (rc != KVFTS_ITEROVER)
+        return rc ? rc : kv_seterr(err, KVFTS_ERROR, "query: phrase count");
+    *n = total;
+    return KVFTS_OK;
+}
+
 static void phrase_free(qry_iter *it)
 {
     phrase_it *ph = (phrase_it *)it;
@@ -531,6 +768,7 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     ph->base.skip_to = phrase_skip;
     ph->base.score = phrase_score;
     ph->base.free = phrase_free;
+    ph->base.count = phrase_count_all;
     ph->offs = n->offs;
     ph->qpos = n->pos;
     ph->fname = n->field;
@@ -842,6 +1080,54 @@ static int and_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return KVFTS_OK;
 }
 
+/* Count by rounds: the rarest kid's next run of candidates (a term's
+ * block, or LEAD_CHUNK matches of another iterator) filtered by each other
+ * positive kid, rarest first, then by the negative ones. */
+static int and_count(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    and_it *a = (and_it *)it;
+    qry_iter *lead = a->pos[0];
+    idbuf b = { NULL, 0 };
+    uint64_t total = 0;
+    int rc = idbuf_reserve(&b, LEAD_CHUNK, err);
+    if (!rc)
+        rc = lead->next(lead, err);
+    while (rc == QRY_OK) {
+        size_t m = 0;
+        if (lead->post) {
+            rc = run_copy(lead->post, &b, &m, err);
+            if (rc)
+                break;
+        } else {
+            b.v[m++] = lead->docid;
+            while (m < LEAD_CHUNK && (rc = lead->next(lead, err)) == QRY_OK)
+                b.v[m++] = lead->docid;
+            if (rc < 0)
+                break;
+        }
+        uint32_t last = b.v[m - 1];
+        bool more = lead->post || rc == QRY_OK;
+        rc = KVFTS_OK;
+        for (size_t i = 1; !rc && m && i < a->npos; i++)
+            rc = isect_iter(a->pos[i], b.v, m, true, &m, err);
+        for (size_t i = 0; !rc && m && i < a->nneg; i++)
+            rc = isect_iter(a->neg[i], b.v, m, false, &m, err);
+        if (rc)
+            break;
+        total += m;
+        if (!more || last == UINT32_MAX)
+            break;
+        rc = lead->skip_to(lead, last + 1, err);
+        if (rc == QRY_NOTFOUND)
+            rc = QRY_OK;
+    }
+    kv_free(b.v);
+    if (rc < 0)
+        return rc;
+    *n = total;
+    return KVFTS_OK;
+}
+
 static void and_free(qry_iter *it)
 {
     and_it *a = (and_it *)it;
@@ -865,6 +1151,7 @@ static int and_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     a->base.skip_to = and_skip;
     a->base.score = and_score;
     a->base.free = and_free;
+    a->base.count = and_count;
     a->pos = kv_calloc(n->nkids, sizeof *a->pos);
     a->neg = kv_calloc(n->nkids, sizeof *a->neg);
     if (!a->pos || !a->neg) {

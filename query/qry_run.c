@@ -85,7 +85,16 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
         rc = qry_iter_build(&it, cx, plan, err);
     if (rc)
         goto fail;
-    if (!o->count_only && o->lens) {
+    if (o->count_only) {
+        rc = qry_iter_count(it, &count, err);
+        if (rc)
+            goto fail;
+        qry_iter_free(it);
+        qry_ctx_free(cx);
+        *total = count;
+        return KVFTS_OK;
+    }
+    if (o->lens) {
         rc = qry_ctx_columns(cx, o->lens, it->est, err);
         if (rc)
             goto fail;
