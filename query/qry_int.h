@@ -40,8 +40,13 @@ struct qry_iter {
     /** Count every match of an iterator that has not moved yet (it is
      *  spent after); NULL: qry_iter_count() walks next. */
     int (*count)(qry_iter *it, uint64_t *n, kv_err *err);
+    /** An upper bound of the score of every match from the current one to
+     *  *@p upto (set here, >= docid) from the blocks' max tf (block-max
+     *  pruning); NULL: no bound (INFINITY). */
+    double (*bound)(qry_iter *it, qry_ctx *cx, uint32_t *upto);
     idx_postings *post;   /* a term's postings (array intersections), or
                              NULL */
+    bool exact_est;       /* est is the exact count (a term: its entries) */
     uint32_t docid;       /* the current match */
     uint64_t est;         /* at most this many matches (orders AND kids) */
     bool eof;

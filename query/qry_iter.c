@@ -207,6 +207,15 @@ int qry_iter_count(qry_iter *it, uint64_t *n, kv_err *err)
     return rc == QRY_EOF ? KVFTS_OK : rc;
 }
 
+/* A kid's bound; INFINITY without one. */
+static double kid_bound(qry_iter *k, qry_ctx *cx, uint32_t *upto)
+{
+    if (k->bound)
+        return k->bound(k, cx, upto);
+    *upto = k->docid;
+    return INFINITY;
+}
+
 /* ---- array intersections (counting) --------------------------------------
  *
  * Counting an AND or a phrase works on arrays of doc ids, a block at a
@@ -368,6 +377,13 @@ static int empty_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return KVFTS_OK;
 }
 
+static double empty_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    (void)cx;
+    *upto = it->docid;
+    return 0.0;
+}
+
 static void plain_free(qry_iter *it)
 {
     kv_free(it);
@@ -382,6 +398,7 @@ static int empty_new(qry_iter **out, kv_err *err)
     it->skip_to = empty_skip;
     it->score = empty_score;
     it->free = plain_free;
+    it->bound = empty_bound;
     it->est = 0;
     at_eof(it);
     *out = it;
@@ -395,6 +412,9 @@ typedef struct term_it {
     idx_postings *p;
     size_t field;         /* in the context */
     double idf;
+    uint32_t bupto;       /* bval bounds the postings up to this id */
+    double bval;
+    bool bset;            /* bval, bupto are set */
 } term_it;
 
 static int term_moved(term_it *t, int rc)
@@ -435,6 +455,51 @@ static int term_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
         *sum += qry_bm25(t->idf, idx_postings_tf(t->p), dl,
                          cx->fields[t->field].avgdl);
     return rc;
+}
+
+/* The score a tf of @p mtf can reach at most: BM25 with the shortest
+ * length, 0 (the score grows with tf and falls with the length). */
+static double bm25_bound(double idf, uint32_t mtf, double avgdl)
+{
+    return qry_bm25(idf, mtf, 0.0, avgdl);
+}
+
+/* The block's max tf bounds every posting up to its last id (with other
+ * segments' cursors in between, up to the next of theirs).  With the
+ * field's length column at hand the bound also takes the shortest length
+ * among the block's remaining documents (a look-up each, on the ids the
+ * block has decoded): with the length 0 a bound is too loose to prune much,
+ * as BM25 gives short documents most of their score.  Computed once per
+ * block: the remaining documents only shrink, so it stays a bound. */
+static double term_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    term_it *t = (term_it *)it;
+    if (t->bset && it->docid <= t->bupto) {
+        *upto = t->bupto;
+        return t->bval;
+    }
+    const qry_field *f = &cx->fields[t->field];
+    uint32_t mtf = idx_postings_block_max_tf(t->p);
+    uint32_t last = idx_postings_block_last(t->p);
+    double dl = 0.0;
+    const uint32_t *ids;
+    uint32_t n;
+    kv_err e = KV_ERR_INIT;
+    if (f->col && idx_postings_run(t->p, &ids, &n, &e) == KVFTS_OK && n) {
+        if (ids[n - 1] < last)
+            last = ids[n - 1];
+        uint32_t min = UINT32_MAX;
+        for (uint32_t i = 0; i < n && ids[i] <= last; i++) {
+            uint32_t l = ids[i] < f->ncol ? f->col[ids[i]] : 0;
+            min = l < min ? l : min;
+        }
+        dl = min;
+    }
+    t->bval = qry_bm25(t->idf, mtf, dl, f->avgdl);
+    t->bupto = last < it->docid ? it->docid : last;
+    t->bset = true;
+    *upto = t->bupto;
+    return t->bval;
 }
 
 /* A term's live count is exact in its entries (postings minus deletions,
@@ -489,6 +554,8 @@ static int term_new(qry_iter **out, qry_ctx *cx, const char *field,
     t->base.est = idx_postings_info(p)->df;
     t->base.post = p;
     t->base.count = term_count;
+    t->base.bound = term_bound;
+    t->base.exact_est = true;
     rc = ctx_field(cx, field, flen, &fi, err);
     if (rc) {
         term_free(&t->base);
@@ -741,6 +808,22 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
     return KVFTS_OK;
 }
 
+/* The phrase frequency is at most any of its terms' tf in the field: at
+ * most the smallest of their blocks' max tf. */
+static double phrase_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    phrase_it *ph = (phrase_it *)it;
+    uint32_t mtf = UINT32_MAX, last = UINT32_MAX;
+    for (size_t i = 0; i < ph->n; i++) {
+        uint32_t m = idx_postings_block_max_tf(ph->p[i]);
+        uint32_t l = idx_postings_block_last(ph->p[i]);
+        mtf = m < mtf ? m : mtf;
+        last = l < last ? l : last;
+    }
+    *upto = last < it->docid ? it->docid : last;
+    return bm25_bound(ph->idf_sum, mtf, cx->fields[ph->field].avgdl);
+}
+
 static void phrase_free(qry_iter *it)
 {
     phrase_it *ph = (phrase_it *)it;
@@ -769,6 +852,7 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     ph->base.score = phrase_score;
     ph->base.free = phrase_free;
     ph->base.count = phrase_count_all;
+    ph->base.bound = phrase_bound;
     ph->offs = n->offs;
     ph->qpos = n->pos;
     ph->fname = n->field;
@@ -954,6 +1038,23 @@ static int or_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return or_score_from((or_it *)it, 0, cx, sum, err);
 }
 
+/* The kids on the current document, as or_score_from() walks them. */
+static double or_bound_from(or_it *o, size_t i, qry_ctx *cx)
+{
+    if (i >= o->nheap || o->heap[i]->docid != o->base.docid)
+        return 0.0;
+    uint32_t upto;
+    return kid_bound(o->heap[i], cx, &upto) +
+           or_bound_from(o, 2 * i + 1, cx) + or_bound_from(o, 2 * i + 2, cx);
+}
+
+/* Bounds the current document only: a kid not on it may be on the next. */
+static double or_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    *upto = it->docid;
+    return or_bound_from((or_it *)it, 0, cx);
+}
+
 static void or_free(qry_iter *it)
 {
     or_it *o = (or_it *)it;
@@ -1000,6 +1101,7 @@ static int or_new(qry_iter **out, qry_iter **kids, size_t n, kv_err *err)
     o->base.skip_to = or_skip;
     o->base.score = or_score;
     o->base.free = or_free;
+    o->base.bound = or_bound;
     for (size_t i = 0; i < m; i++)
         o->base.est += kids[i]->est;
     *out = &o->base;
@@ -1128,6 +1230,21 @@ static int and_count(qry_iter *it, uint64_t *n, kv_err *err)
     return KVFTS_OK;
 }
 
+/* The positive kids' bounds, over the range they all hold for. */
+static double and_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    and_it *a = (and_it *)it;
+    double b = 0.0;
+    uint32_t last = UINT32_MAX;
+    for (size_t i = 0; i < a->npos; i++) {
+        uint32_t u;
+        b += kid_bound(a->pos[i], cx, &u);
+        last = u < last ? u : last;
+    }
+    *upto = last < it->docid ? it->docid : last;
+    return b;
+}
+
 static void and_free(qry_iter *it)
 {
     and_it *a = (and_it *)it;
@@ -1152,6 +1269,7 @@ static int and_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     a->base.score = and_score;
     a->base.free = and_free;
     a->base.count = and_count;
+    a->base.bound = and_bound;
     a->pos = kv_calloc(n->nkids, sizeof *a->pos);
     a->neg = kv_calloc(n->nkids, sizeof *a->neg);
     if (!a->pos || !a->neg) {

@@ -18,6 +18,7 @@
  */
 #include "qry_int.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,14 +110,40 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
             goto fail;
         }
     }
-    while ((rc = it->next(it, err)) == QRY_OK) {
-        count++;
-        if (o->count_only)
-            continue;
+    /* A term's exact count is in its entries: its walk may skip blocks
+     * that cannot enter the top k.  Other queries count as they go and
+     * skip only the scoring of such documents. */
+    bool skip = o->k && it->exact_est && it->bound;
+    rc = it->next(it, err);
+    while (rc == QRY_OK) {
+        if (!skip)
+            count++;
+        if (o->k && n == o->k && it->bound) {
+            uint32_t upto = it->docid;
+            double b = it->bound(it, cx, &upto);
+            /* Strictly below the k-th score, with a margin for rounding
+             * (a sum's terms may add up in another order than the
+             * bound's): a document that might tie is scored. */
+            if (b + fabs(b) * 1e-9 < h[0].score) {
+                if (skip && upto > it->docid) {
+                    if (upto == UINT32_MAX) {
+                        rc = QRY_EOF;
+                        break;
+                    }
+                    rc = it->skip_to(it, upto + 1, err);
+                    if (rc == QRY_NOTFOUND)
+                        rc = QRY_OK;
+                } else {
+                    rc = it->next(it, err);
+                }
+                continue;
+            }
+        }
         qry_hit x = { it->docid, 0.0 };
         rc = it->score(it, cx, &x.score, err);
         if (rc)
             goto fail;
+        rc = it->next(it, err);
         if (o->k && n == o->k) {
             if (worse(&h[0], &x)) {
                 h[0] = x;
@@ -140,6 +167,8 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
         if (o->k)
             heap_up(h, n - 1);
     }
+    if (skip)
+        count = it->est;
     if (rc != QRY_EOF)
         goto fail;
     rc = KVFTS_OK;
