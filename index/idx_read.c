@@ -292,6 +292,10 @@ typedef struct segcur {
     bool have_blk;
     bool external;
     kv_cursor *c;          /* external blocks */
+    kv_bulk bulk;          /* the records after the cursor's, read ahead */
+    bool bulk_on;          /* the current record is bulk's, not c's */
+    const char *rk, *rv;   /* the current record (borrowed) */
+    size_t rkl, rvl;
     kv_buf seek;
     uint32_t cur;          /* current doc id, NOWHERE at the end */
     kv_txn *txn;
@@ -304,6 +308,7 @@ static void segcur_free(segcur *sc)
     kv_free(sc->sel);
     idx_block_free(&sc->blk);
     kv_cursor_close(sc->c);
+    kv_bulk_free(&sc->bulk);
     kv_buf_free(&sc->seek);
 }
 
@@ -359,6 +364,33 @@ static int block_settle(segcur *sc, uint32_t i, uint32_t target, bool *left,
     return KVFTS_OK;
 }
 
+/* The block records of a term are read in key order: a seek puts the
+ * cursor on one (rec_cur), and the ones after it come in bulk reads of
+ * 16 KiB or more (rec_next), which cost Berkeley DB one call for many
+ * records instead of one call each. */
+static int rec_cur(segcur *sc, int rc)
+{
+    sc->bulk_on = false;
+    if (rc == KVFTS_OK) {
+        kv_cursor_key(sc->c, &sc->rk, &sc->rkl);
+        kv_cursor_val(sc->c, &sc->rv, &sc->rvl);
+    }
+    return rc;
+}
+
+static int rec_next(segcur *sc, kv_err *err)
+{
+    if (sc->bulk_on && kv_bulk_next(&sc->bulk, &sc->rk, &sc->rkl, &sc->rv,
+                                    &sc->rvl))
+        return KVFTS_OK;
+    int rc = kv_cursor_bulk(sc->c, NULL, 0, &sc->bulk, err);
+    sc->bulk_on = rc == KVFTS_OK;
+    if (rc)
+        return rc;
+    return kv_bulk_next(&sc->bulk, &sc->rk, &sc->rkl, &sc->rv, &sc->rvl)
+           ? KVFTS_OK : KVFTS_ITEROVER;
+}
+
 /* Load the block record the cursor is on, if it belongs to the term;
  * skip it (*skipped) when its column summary has no selected column. */
 static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
@@ -370,9 +402,8 @@ static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
     }
     if (rc)
         return rc;
-    const char *k, *v;
-    size_t kl, vl;
-    kv_cursor_key(sc->c, &k, &kl);
+    const char *k = sc->rk, *v = sc->rv;
+    size_t kl = sc->rkl, vl = sc->rvl;
     unsigned char pfx[9];
     kv_put_be32(pfx, sc->seg);
     pfx[4] = 'B';
@@ -381,7 +412,6 @@ static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
         *end = true;
         return KVFTS_OK;
     }
-    kv_cursor_val(sc->c, &v, &vl);
     uint32_t first = kv_get_be32((const unsigned char *)k + 9), span, mtf;
     uint64_t mask;
     if (sc->filter && idx_block_peek(v, vl, &span, &mtf, &mask) &&
@@ -398,7 +428,7 @@ static int ext_seek(segcur *sc, uint32_t first, kv_err *err)
 {
     unsigned char key[13];
     idx_key_block(key, sc->seg, sc->ord, first);
-    return kv_cursor_seek(sc->c, key, sizeof key, err);
+    return rec_cur(sc, kv_cursor_seek(sc->c, key, sizeof key, err));
 }
 
 /* Walk external blocks from the cursor's record on until one holds a
@@ -419,7 +449,7 @@ static int ext_walk(segcur *sc, int rc, uint32_t target, kv_err *err)
             if (rc || !left)
                 return rc;
         }
-        rc = kv_cursor_next(sc->c, err);
+        rc = rec_next(sc, err);
     }
 }
 
@@ -453,7 +483,7 @@ static int segcur_next(segcur *sc, kv_err *err)
         sc->cur = NOWHERE;
         return KVFTS_OK;
     }
-    return ext_walk(sc, kv_cursor_next(sc->c, err), 0, err);
+    return ext_walk(sc, rec_next(sc, err), 0, err);
 }
 
 /* Blocks skip_to steps over one by one before it seeks. */
@@ -480,17 +510,15 @@ static int segcur_skip(segcur *sc, uint32_t target, kv_err *err)
      * blocks stepped over are not decoded, their key and header tell their
      * first and last ids. */
     for (int step = 0; step < NEAR_STEPS; step++) {
-        rc = kv_cursor_next(sc->c, err);
+        rc = rec_next(sc, err);
         if (rc == KVFTS_ITEROVER) {
             sc->cur = NOWHERE;
             return KVFTS_OK;
         }
         if (rc)
             return rc;
-        const char *k, *v;
-        size_t kl, vl;
-        kv_cursor_key(sc->c, &k, &kl);
-        kv_cursor_val(sc->c, &v, &vl);
+        const char *k = sc->rk, *v = sc->rv;
+        size_t kl = sc->rkl, vl = sc->rvl;
         uint32_t span, mtf;
         uint64_t mask;
         if (kl != 13 || !idx_block_peek(v, vl, &span, &mtf, &mask))
@@ -508,11 +536,13 @@ static int segcur_skip(segcur *sc, uint32_t target, kv_err *err)
     if (!at_end) {
         const char *k;
         size_t kl;
-        kv_cursor_key(sc->c, &k, &kl);
+        k = sc->rk;
+        kl = sc->rkl;
         if (kl == 13 && kv_get_be32((const unsigned char *)k + 9) == target)
             return ext_walk(sc, KVFTS_OK, target, err);
     }
-    rc = at_end ? kv_cursor_last(sc->c, err) : kv_cursor_prev(sc->c, err);
+    rc = rec_cur(sc, at_end ? kv_cursor_last(sc->c, err)
+                            : kv_cursor_prev(sc->c, err));
     if (rc && rc != KVFTS_ITEROVER)
         return rc;
     return ext_walk(sc, rc, target, err);
