@@ -51,6 +51,15 @@ kv_txn *idx_reader_txn(const idx_reader *r)
     return r->txn;
 }
 
+uint32_t idx_reader_max_docid(const idx_reader *r)
+{
+    uint32_t max = 0;
+    for (uint32_t i = 0; i < r->segs.n; i++)
+        if (r->segs.v[i].docs && r->segs.v[i].max_id > max)
+            max = r->segs.v[i].max_id;
+    return max;
+}
+
 int idx_reader_open(idx_reader **out, kv_txn *txn, kv_err *err)
 {
     *out = kv_calloc(1, sizeof **out);

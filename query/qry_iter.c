@@ -920,6 +920,7 @@ typedef struct or_it {
     qry_iter base;
     qry_iter **kids;      /* all kids (owned) */
     size_t nkids;
+    uint32_t maxid;       /* largest doc id of the index (0: not known) */
     qry_iter **heap;      /* kids not at EOF, min-heap by docid */
     size_t nheap;
     bool started;
@@ -1055,6 +1056,60 @@ static double or_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
     return or_bound_from((or_it *)it, 0, cx);
 }
 
+/* An OR of terms counts its union in a bitmap of the index's doc ids,
+ * filled a run (block) at a time, when the lists are long enough for the
+ * bitmap's size (a bit per id) not to matter: no heap per posting.
+ * Otherwise, and over other kids, it walks. */
+static int or_count(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    or_it *o = (or_it *)it;
+    uint64_t sum = 0;
+    bool terms = o->maxid > 0;
+    for (size_t i = 0; terms && i < o->nkids; i++) {
+        terms = o->kids[i]->post != NULL;
+        sum += o->kids[i]->est;
+    }
+    if (!terms || sum < o->maxid / 256) {
+        uint64_t c = 0;
+        int rc;
+        while ((rc = it->next(it, err)) == QRY_OK)
+            c++;
+        *n = c;
+        return rc == QRY_EOF ? KVFTS_OK : rc;
+    }
+    size_t words = (size_t)o->maxid / 64 + 1;
+    uint64_t *bits = kv_calloc(words, sizeof *bits);
+    if (!bits)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    int rc = KVFTS_OK;
+    for (size_t i = 0; !rc && i < o->nkids; i++) {
+        idx_postings *p = o->kids[i]->post;
+        rc = idx_postings_next(p, err);
+        while (rc == KVFTS_OK) {
+            const uint32_t *r;
+            uint32_t rn;
+            if ((rc = idx_postings_run(p, &r, &rn, err)))
+                break;
+            for (uint32_t j = 0; j < rn; j++)
+                if (r[j] <= o->maxid)
+                    bits[r[j] >> 6] |= 1ull << (r[j] & 63);
+            uint32_t last = rn ? r[rn - 1] : UINT32_MAX;
+            rc = last == UINT32_MAX ? KVFTS_ITEROVER
+                                    : idx_postings_skip_to(p, last + 1, err);
+        }
+        if (rc == KVFTS_ITEROVER)
+            rc = KVFTS_OK;
+    }
+    uint64_t c = 0;
+    for (size_t w = 0; !rc && w < words; w++)
+        c += (uint64_t)__builtin_popcountll(bits[w]);
+    kv_free(bits);
+    if (rc)
+        return rc;
+    *n = c;
+    return KVFTS_OK;
+}
+
 static void or_free(qry_iter *it)
 {
     or_it *o = (or_it *)it;
@@ -1102,6 +1157,7 @@ static int or_new(qry_iter **out, qry_iter **kids, size_t n, kv_err *err)
     o->base.score = or_score;
     o->base.free = or_free;
     o->base.bound = or_bound;
+    o->base.count = or_count;
     for (size_t i = 0; i < m; i++)
         o->base.est += kids[i]->est;
     *out = &o->base;
@@ -1634,7 +1690,10 @@ int qry_iter_build(qry_iter **out, qry_ctx *cx, const qry_node *n,
                 return rc;
             }
         }
-        return or_new(out, kids, n->nkids, err);
+        int rc = or_new(out, kids, n->nkids, err);
+        if (!rc && (*out)->next == or_next)     /* not folded to one kid */
+            ((or_it *)*out)->maxid = idx_reader_max_docid(cx->r);
+        return rc;
     }
     }
     return kv_seterr(err, KVFTS_ERROR, "query: bad plan node");

@@ -148,6 +148,8 @@ typedef struct idx_reader idx_reader;
 int idx_reader_open(idx_reader **out, kv_txn *txn, kv_err *err);
 void idx_reader_close(idx_reader *r);         /* NULL: no-op */
 kv_txn *idx_reader_txn(const idx_reader *r);
+/** The largest doc id any posting of the snapshot has (0: none). */
+uint32_t idx_reader_max_docid(const idx_reader *r);
 
 typedef struct idx_term_info {
     uint64_t df;          /* live documents holding the term in the field */
