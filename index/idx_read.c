@@ -17,6 +17,11 @@
  * through them.  Without deletions and with one segment, the merge is the
  * segment cursor itself.
  *
+ * Block records after a seek come in bulk reads (kv_cursor_bulk, 16 KiB
+ * or more a call); idx_postings_run() hands out the live ids of the loaded
+ * blocks as an array for the query's intersections, without a copy when
+ * one segment holds the term without deletions or filtering.
+ *
  * A field-scoped reader selects the columns of that field with kind 1
  * (`_all`: every column with kind 2); a term whose postings are all in
  * selected columns is read as it is, one with other columns is filtered

@@ -19,6 +19,11 @@
  *           header lookup and nothing else.
  *   empty   never matches.
  *
+ * Counting (qry_iter.count) and pruning bounds (qry_iter.bound) are
+ * optional per iterator: without a count an iterator is walked, without a
+ * bound a query containing it is not pruned.  Their essays are at
+ * "array intersections" and at term_bound().
+ *
  * Invariants: an iterator's docid only grows; after QRY_EOF it is
  * UINT32_MAX and every move returns QRY_EOF again; skip_to to a target at or
  * before the current match does not move.

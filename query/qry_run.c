@@ -12,9 +12,19 @@
  * Document lengths come from the handle's length columns when the query
  * may match many documents (qry_ctx_columns), else from the reader.
  *
- * Every match is visited even when only the top k is wanted: the exact total
- * is part of the answer (kvfts_results_total).  Block-max pruning would skip
- * scoring, not counting; it is left for later (README "Query evaluation").
+ * Counting only (count_only) asks the root for its count (qry_iter_count:
+ * a term's entries, array intersections for ANDs and phrases, a bitmap for
+ * an OR of terms).
+ *
+ * Block-max pruning of the top k (README "Top-k: block-max pruning"): once
+ * the heap holds k hits, a match whose bound (qry_iter.bound: from the
+ * blocks' max tf and shortest length) is below the k-th score cannot enter
+ * it.  The exact total is part of the answer (kvfts_results_total), so
+ * only a term, whose count its entries give, skips whole blocks (skip_to
+ * past the bound's range); every other query visits each match to count
+ * it and skips only its scoring.  The bound must be strictly below the
+ * k-th score by a relative 1e-9: leaves may add up in another order than
+ * their bounds, and an equal score may still win on doc id.
  */
 #include "qry_int.h"
 
