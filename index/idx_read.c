@@ -308,6 +308,7 @@ typedef struct segcur {
     kv_cursor *c;          /* external blocks */
     kv_bulk bulk;          /* the records after the cursor's, read ahead */
     bool bulk_on;          /* the current record is bulk's, not c's */
+    uint32_t steps;        /* plain steps since the last seek */
     const char *rk, *rv;   /* the current record (borrowed) */
     size_t rkl, rvl;
     kv_buf seek;
@@ -405,6 +406,19 @@ static int rec_next(segcur *sc, kv_err *err)
            ? KVFTS_OK : KVFTS_ITEROVER;
 }
 
+/* One record on for a skip, which peeks at one or two: from the bulk
+ * buffer if one is being walked, else a plain step (a bulk read of 16 KiB
+ * for a peek would cost a rare term's intersection more than it saves),
+ * until two plain steps since the last seek show the list is being read
+ * on rather than jumped through. */
+static int rec_step(segcur *sc, kv_err *err)
+{
+    if (sc->bulk_on || sc->steps >= 2)  /* walking on: read ahead */
+        return rec_next(sc, err);
+    sc->steps++;
+    return rec_cur(sc, kv_cursor_next(sc->c, err));
+}
+
 /* Load the block record the cursor is on, if it belongs to the term;
  * skip it (*skipped) when its column summary has no selected column. */
 static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
@@ -442,6 +456,7 @@ static int ext_seek(segcur *sc, uint32_t first, kv_err *err)
 {
     unsigned char key[13];
     idx_key_block(key, sc->seg, sc->ord, first);
+    sc->steps = 0;
     return rec_cur(sc, kv_cursor_seek(sc->c, key, sizeof key, err));
 }
 
@@ -524,7 +539,7 @@ static int segcur_skip(segcur *sc, uint32_t target, kv_err *err)
      * blocks stepped over are not decoded, their key and header tell their
      * first and last ids. */
     for (int step = 0; step < NEAR_STEPS; step++) {
-        rc = rec_next(sc, err);
+        rc = rec_step(sc, err);
         if (rc == KVFTS_ITEROVER) {
             sc->cur = NOWHERE;
             return KVFTS_OK;
