@@ -981,13 +981,12 @@ const idx_view *idx_postings_views(idx_postings *p, uint32_t *n)
         if (idx__grow(&p->views, &p->vcap, v1 - v0, sizeof *p->views, &e))
             return NULL;
     }
+    bool pos = l->positions && idx_block_has_positions(&sc->blk, sc->i);
     for (uint32_t v = v0; v < v1; v++) {
         if (!sc->sel[l->vcol[v]])
             continue;
-        p->views[*n] = (idx_view){
-            sc->e.cols[l->vcol[v]], l->vtf[v],
-            l->positions && idx_block_has_positions(&sc->blk, sc->i)
-                ? l->pos + l->poff[v] : NULL };
+        p->views[*n] = (idx_view){ sc->e.cols[l->vcol[v]], l->vtf[v],
+                                   pos ? l->pos + l->poff[v] : NULL };
         (*n)++;
     }
     return p->views;
