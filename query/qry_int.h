@@ -47,6 +47,8 @@ struct qry_iter {
     idx_postings *post;   /* a term's postings (array intersections), or
                              NULL */
     bool exact_est;       /* est is the exact count (a term: its entries) */
+    bool tight;           /* bound tightly where that costs more (a term
+                             root skipping blocks), else cheaply */
     uint32_t docid;       /* the current match */
     uint64_t est;         /* at most this many matches (orders AND kids) */
     bool eof;

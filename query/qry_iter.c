@@ -475,7 +475,10 @@ static double bm25_bound(double idf, uint32_t mtf, double avgdl)
  * among the block's remaining documents (a look-up each, on the ids the
  * block has decoded): with the length 0 a bound is too loose to prune much,
  * as BM25 gives short documents most of their score.  Computed once per
- * block: the remaining documents only shrink, so it stays a bound. */
+ * block: the remaining documents only shrink, so it stays a bound.  Only
+ * for a term that skips blocks (it->tight): under an AND or an OR, where a
+ * bound only spares one document's scoring, the scan of the block's
+ * lengths cost more than it saved. */
 static double term_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
 {
     term_it *t = (term_it *)it;
@@ -490,7 +493,8 @@ static double term_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
     const uint32_t *ids;
     uint32_t n;
     kv_err e = KV_ERR_INIT;
-    if (f->col && idx_postings_run(t->p, &ids, &n, &e) == KVFTS_OK && n) {
+    if (it->tight && f->col &&
+        idx_postings_run(t->p, &ids, &n, &e) == KVFTS_OK && n) {
         if (ids[n - 1] < last)
             last = ids[n - 1];
         uint32_t min = UINT32_MAX;

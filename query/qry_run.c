@@ -124,6 +124,7 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
      * that cannot enter the top k.  Other queries count as they go and
      * skip only the scoring of such documents. */
     bool skip = o->k && it->exact_est && it->bound;
+    it->tight = skip;
     rc = it->next(it, err);
     while (rc == QRY_OK) {
         if (!skip)
