@@ -319,6 +319,7 @@ void idx_block_free(idx_block *b)
     idx_plist_free(&b->l);
     kv_free(b->tmp);
     kv_free(b->scratch);
+    kv_free(b->pconv);
     memset(b, 0, sizeof *b);
 }
 
@@ -408,28 +409,35 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
         }
         l->vstart[n] = acc;
         idx_svb_decode(vx, l->vcol, (uint32_t)nv);
-        for (uint32_t i = 0; i < n; i++)   /* ascending within a doc */
-            for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
-                if (l->vcol[v] >= ncols ||
-                    (v > l->vstart[i] && l->vcol[v] <= l->vcol[v - 1]))
-                    return corrupt_block(b, "view columns", err);
     }
     idx_svb_decode_0124(tf, l->vtf, (uint32_t)nv);
+    /* Checks and summaries in branch-free loops over local pointers (the
+     * compiler cannot keep l->... in registers across the stores). */
+    const uint32_t *restrict vs = l->vstart, *restrict vcol = l->vcol;
+    uint32_t *restrict vtf = l->vtf;
+    bool bad = false;
     uint32_t mtf = 0;
     uint64_t mask = 0;
+    for (uint32_t v = 0; v < (uint32_t)nv; v++) {
+        bad |= vcol[v] >= ncols;
+        vtf[v]++;
+        bad |= vtf[v] == 0 || vtf[v] > UINT32_MAX / 8;
+        mask |= 1ull << (vcol[v] < 63 ? vcol[v] : 63);
+    }
+    if (bad)
+        return corrupt_block(b, "view columns or term frequencies", err);
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t sum = 0;
-        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++) {
-            if (++l->vtf[v] == 0)
-                return corrupt_block(b, "term frequencies", err);
-            sum += l->vtf[v];
-            mask |= 1ull << (l->vcol[v] < 63 ? l->vcol[v] : 63);
+        uint64_t sum = vtf[vs[i]];
+        for (uint32_t v = vs[i] + 1; v < vs[i + 1]; v++) {
+            bad |= vcol[v] <= vcol[v - 1];     /* ascending within a doc */
+            sum += vtf[v];
         }
-        if (sum > UINT32_MAX / 8)
-            return corrupt_block(b, "term frequencies", err);
+        bad |= sum > UINT32_MAX / 8;
         if (sum > mtf)
             mtf = (uint32_t)sum;
     }
+    if (bad)
+        return corrupt_block(b, "view columns or term frequencies", err);
     if (mtf != b->max_tf || mask != b->colmask)
         return corrupt_block(b, "block summary", err);
     l->nv = (uint32_t)nv;
@@ -437,12 +445,16 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
     return KVFTS_OK;
 }
 
-/* Stage 3: positions, as gaps per view turned into positions. */
-static int decode_positions(idx_block *b, kv_err *err)
+/* Stage 3, first half: the position stream decoded as it is (gaps, each
+ * view's first from 0) and each view's offset in it.  The gaps become
+ * positions per document (doc_positions), so that a phrase pays the
+ * prefix sums only for the documents it looks at. */
+static int decode_gaps(idx_block *b, kv_err *err)
 {
     idx_plist *l = &b->l;
+    const uint32_t nv = l->nv, n = l->n;
     uint64_t npos = 0;
-    for (uint32_t v = 0; v < l->nv; v++)
+    for (uint32_t v = 0; v < nv; v++)
         npos += l->vtf[v];
     const unsigned char *ps = b->tmp + b->idb + b->vcb + b->vxb + b->tfb;
     if (npos > UINT32_MAX / 8 ||
@@ -450,24 +462,80 @@ static int decode_positions(idx_block *b, kv_err *err)
         return corrupt_block(b, "positions", err);
     l->np = 0;
     int rc = idx_plist_reserve(l, 0, 0, npos, err);
+    if (!rc && b->pccap < n)
+        rc = idx__grow(&b->pconv, &b->pccap, n, 1, err);
     if (rc)
         return rc;
     idx_svb_decode(ps, l->pos, (uint32_t)npos);
+    uint32_t *restrict poff = l->poff;
+    const uint32_t *restrict vtf = l->vtf;
     uint32_t k = 0;
-    for (uint32_t v = 0; v < l->nv; v++) {
-        l->poff[v] = k;
-        uint64_t acc = 0;
-        for (uint32_t j = 0; j < l->vtf[v]; j++, k++) {
-            acc += l->pos[k];
-            if (acc > UINT32_MAX || (j > 0 && l->pos[k] == 0))
-                return corrupt_block(b, "positions", err);
-            l->pos[k] = (uint32_t)acc;
+    for (uint32_t v = 0; v < nv; v++) {
+        poff[v] = k;
+        k += vtf[v];
+    }
+    poff[nv] = k;
+    l->np = k;
+    memset(b->pconv, 0, n);
+    b->gaps = true;
+    return KVFTS_OK;
+}
+
+/* Stage 3, second half: document i's gaps turned into positions.  They
+ * ascend strictly within a view: a zero gap after the first, or a sum
+ * past 2^32 (it wraps to <= the previous), is damage.  The arrays go
+ * through local pointers: stores to pos[] could alias poff[] for the
+ * compiler, which then reloaded it on every position. */
+static int doc_positions(idx_block *b, uint32_t i, kv_err *err)
+{
+    idx_plist *l = &b->l;
+    uint32_t *restrict pos = l->pos;
+    const uint32_t *restrict poff = l->poff;
+    bool bad = false;
+    for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++) {
+        uint32_t k = poff[v], end = poff[v + 1], acc = pos[k];
+        for (k++; k < end; k++) {
+            uint32_t next = acc + pos[k];
+            bad |= next <= acc;
+            acc = next;
+            pos[k] = acc;
         }
     }
-    l->poff[l->nv] = k;
-    l->np = k;
-    b->decoded = IDX_DEC_POS;
+    if (bad)
+        return corrupt_block(b, "positions", err);
+    b->pconv[i] = 1;
     return KVFTS_OK;
+}
+
+/* Stage 3: every document's positions. */
+static int decode_positions(idx_block *b, kv_err *err)
+{
+    int rc = b->gaps ? KVFTS_OK : decode_gaps(b, err);
+    for (uint32_t i = 0; !rc && i < b->l.n; i++)
+        if (!b->pconv[i])
+            rc = doc_positions(b, i, err);
+    if (!rc)
+        b->decoded = IDX_DEC_POS;
+    return rc;
+}
+
+int idx_block_need_doc(idx_block *b, uint32_t i, kv_err *err)
+{
+    int rc = KVFTS_OK;
+    if (b->decoded >= IDX_DEC_POS || !b->l.positions)
+        return idx_block_need(b, IDX_DEC_VIEWS, err);
+    if (b->decoded < IDX_DEC_VIEWS)
+        rc = decode_views(b, b->ncols, err);
+    if (!rc && !b->gaps)
+        rc = decode_gaps(b, err);
+    if (!rc && !b->pconv[i])
+        rc = doc_positions(b, i, err);
+    return rc;
+}
+
+bool idx_block_has_positions(const idx_block *b, uint32_t i)
+{
+    return b->decoded >= IDX_DEC_POS || (b->gaps && b->pconv[i]);
 }
 
 int idx_block_need(idx_block *b, int level, kv_err *err)
@@ -537,6 +605,7 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     b->colmask = h.colmask;
     b->ncols = ncols;
     b->decoded = IDX_DEC_IDS;
+    b->gaps = false;
     return idx_block_need(b, level, err);
 bad:
     l->n = 0;

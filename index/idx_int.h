@@ -123,6 +123,11 @@ typedef struct idx_block {
     size_t idb, vcb, vxb, tfb, posb;
     uint32_t *scratch;     /* view counts */
     uint32_t scap;
+    bool gaps;             /* l.pos holds the position stream and l.poff
+                              its views' offsets; documents with pconv[i]
+                              have positions, the others still gaps */
+    uint8_t *pconv;
+    uint32_t pccap;
 } idx_block;
 
 void idx_block_init(idx_block *b);
@@ -138,6 +143,11 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
                      size_t len, uint32_t ncols, int level, kv_err *err);
 /** Decode more of the last decoded block. */
 int idx_block_need(idx_block *b, int level, kv_err *err);
+/** Decode document @p i's positions (and every document's views) only:
+ *  a phrase looks at few documents of a block. */
+int idx_block_need_doc(idx_block *b, uint32_t i, kv_err *err);
+/** True when document @p i's positions are decoded. */
+bool idx_block_has_positions(const idx_block *b, uint32_t i);
 /** Encode documents [from, to) of @p l as a block (appended to @p out);
  *  @p scratch is reused between calls. */
 int idx_block_encode(const idx_plist *l, uint32_t from, uint32_t to,

@@ -17,6 +17,11 @@
  * through them.  Without deletions and with one segment, the merge is the
  * segment cursor itself.
  *
+ * Block records after a seek come in bulk reads (kv_cursor_bulk, 16 KiB
+ * or more a call); idx_postings_run() hands out the live ids of the loaded
+ * blocks as an array for the query's intersections, without a copy when
+ * one segment holds the term without deletions or filtering.
+ *
  * A field-scoped reader selects the columns of that field with kind 1
  * (`_all`: every column with kind 2); a term whose postings are all in
  * selected columns is read as it is, one with other columns is filtered
@@ -74,6 +79,15 @@ static void segcache_free(segcache *c)
 kv_txn *idx_reader_txn(const idx_reader *r)
 {
     return r->txn;
+}
+
+uint32_t idx_reader_max_docid(const idx_reader *r)
+{
+    uint32_t max = 0;
+    for (uint32_t i = 0; i < r->segs.n; i++)
+        if (r->segs.v[i].docs && r->segs.v[i].max_id > max)
+            max = r->segs.v[i].max_id;
+    return max;
 }
 
 int idx_reader_open(idx_reader **out, kv_txn *txn, kv_err *err)
@@ -370,6 +384,11 @@ typedef struct segcur {
     bool have_blk;
     bool external;
     kv_cursor *c;          /* external blocks */
+    kv_bulk bulk;          /* the records after the cursor's, read ahead */
+    bool bulk_on;          /* the current record is bulk's, not c's */
+    uint32_t steps;        /* plain steps since the last seek */
+    const char *rk, *rv;   /* the current record (borrowed) */
+    size_t rkl, rvl;
     kv_buf seek;
     uint32_t cur;          /* current doc id, NOWHERE at the end */
     kv_txn *txn;
@@ -382,6 +401,7 @@ static void segcur_free(segcur *sc)
     kv_free(sc->sel);
     idx_block_free(&sc->blk);
     kv_cursor_close(sc->c);
+    kv_bulk_free(&sc->bulk);
     kv_buf_free(&sc->seek);
 }
 
@@ -437,6 +457,46 @@ static int block_settle(segcur *sc, uint32_t i, uint32_t target, bool *left,
     return KVFTS_OK;
 }
 
+/* The block records of a term are read in key order: a seek puts the
+ * cursor on one (rec_cur), and the ones after it come in bulk reads of
+ * 16 KiB or more (rec_next), which cost Berkeley DB one call for many
+ * records instead of one call each. */
+static int rec_cur(segcur *sc, int rc)
+{
+    sc->bulk_on = false;
+    if (rc == KVFTS_OK) {
+        kv_cursor_key(sc->c, &sc->rk, &sc->rkl);
+        kv_cursor_val(sc->c, &sc->rv, &sc->rvl);
+    }
+    return rc;
+}
+
+static int rec_next(segcur *sc, kv_err *err)
+{
+    if (sc->bulk_on && kv_bulk_next(&sc->bulk, &sc->rk, &sc->rkl, &sc->rv,
+                                    &sc->rvl))
+        return KVFTS_OK;
+    int rc = kv_cursor_bulk(sc->c, NULL, 0, &sc->bulk, err);
+    sc->bulk_on = rc == KVFTS_OK;
+    if (rc)
+        return rc;
+    return kv_bulk_next(&sc->bulk, &sc->rk, &sc->rkl, &sc->rv, &sc->rvl)
+           ? KVFTS_OK : KVFTS_ITEROVER;
+}
+
+/* One record on for a skip, which peeks at one or two: from the bulk
+ * buffer if one is being walked, else a plain step (a bulk read of 16 KiB
+ * for a peek would cost a rare term's intersection more than it saves),
+ * until two plain steps since the last seek show the list is being read
+ * on rather than jumped through. */
+static int rec_step(segcur *sc, kv_err *err)
+{
+    if (sc->bulk_on || sc->steps >= 2)  /* walking on: read ahead */
+        return rec_next(sc, err);
+    sc->steps++;
+    return rec_cur(sc, kv_cursor_next(sc->c, err));
+}
+
 /* Load the block record the cursor is on, if it belongs to the term;
  * skip it (*skipped) when its column summary has no selected column. */
 static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
@@ -448,9 +508,8 @@ static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
     }
     if (rc)
         return rc;
-    const char *k, *v;
-    size_t kl, vl;
-    kv_cursor_key(sc->c, &k, &kl);
+    const char *k = sc->rk, *v = sc->rv;
+    size_t kl = sc->rkl, vl = sc->rvl;
     unsigned char pfx[9];
     kv_put_be32(pfx, sc->seg);
     pfx[4] = 'B';
@@ -459,7 +518,6 @@ static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
         *end = true;
         return KVFTS_OK;
     }
-    kv_cursor_val(sc->c, &v, &vl);
     uint32_t first = kv_get_be32((const unsigned char *)k + 9), span, mtf;
     uint64_t mask;
     if (sc->filter && idx_block_peek(v, vl, &span, &mtf, &mask) &&
@@ -476,7 +534,8 @@ static int ext_seek(segcur *sc, uint32_t first, kv_err *err)
 {
     unsigned char key[13];
     idx_key_block(key, sc->seg, sc->ord, first);
-    return kv_cursor_seek(sc->c, key, sizeof key, err);
+    sc->steps = 0;
+    return rec_cur(sc, kv_cursor_seek(sc->c, key, sizeof key, err));
 }
 
 /* Walk external blocks from the cursor's record on until one holds a
@@ -497,7 +556,7 @@ static int ext_walk(segcur *sc, int rc, uint32_t target, kv_err *err)
             if (rc || !left)
                 return rc;
         }
-        rc = kv_cursor_next(sc->c, err);
+        rc = rec_next(sc, err);
     }
 }
 
@@ -531,7 +590,7 @@ static int segcur_next(segcur *sc, kv_err *err)
         sc->cur = NOWHERE;
         return KVFTS_OK;
     }
-    return ext_walk(sc, kv_cursor_next(sc->c, err), 0, err);
+    return ext_walk(sc, rec_next(sc, err), 0, err);
 }
 
 /* Blocks skip_to steps over one by one before it seeks. */
@@ -558,17 +617,15 @@ static int segcur_skip(segcur *sc, uint32_t target, kv_err *err)
      * blocks stepped over are not decoded, their key and header tell their
      * first and last ids. */
     for (int step = 0; step < NEAR_STEPS; step++) {
-        rc = kv_cursor_next(sc->c, err);
+        rc = rec_step(sc, err);
         if (rc == KVFTS_ITEROVER) {
             sc->cur = NOWHERE;
             return KVFTS_OK;
         }
         if (rc)
             return rc;
-        const char *k, *v;
-        size_t kl, vl;
-        kv_cursor_key(sc->c, &k, &kl);
-        kv_cursor_val(sc->c, &v, &vl);
+        const char *k = sc->rk, *v = sc->rv;
+        size_t kl = sc->rkl, vl = sc->rvl;
         uint32_t span, mtf;
         uint64_t mask;
         if (kl != 13 || !idx_block_peek(v, vl, &span, &mtf, &mask))
@@ -586,11 +643,13 @@ static int segcur_skip(segcur *sc, uint32_t target, kv_err *err)
     if (!at_end) {
         const char *k;
         size_t kl;
-        kv_cursor_key(sc->c, &k, &kl);
+        k = sc->rk;
+        kl = sc->rkl;
         if (kl == 13 && kv_get_be32((const unsigned char *)k + 9) == target)
             return ext_walk(sc, KVFTS_OK, target, err);
     }
-    rc = at_end ? kv_cursor_last(sc->c, err) : kv_cursor_prev(sc->c, err);
+    rc = rec_cur(sc, at_end ? kv_cursor_last(sc->c, err)
+                            : kv_cursor_prev(sc->c, err));
     if (rc && rc != KVFTS_ITEROVER)
         return rc;
     return ext_walk(sc, rc, target, err);
@@ -614,6 +673,8 @@ struct idx_postings {
     kv_err err;
     idx_view *views;
     uint32_t vcap;
+    uint32_t *run;         /* idx_postings_run() when it copies */
+    uint32_t runcap;
 };
 
 void idx_postings_close(idx_postings *p)
@@ -626,6 +687,7 @@ void idx_postings_close(idx_postings *p)
     kv_free(p->dels);
     kv_free(p->drank);
     kv_free(p->views);
+    kv_free(p->run);
     kv_free(p);
 }
 
@@ -859,6 +921,97 @@ int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err)
     return rc && rc != KVFTS_ITEROVER ? fail(p, rc, err) : rc;
 }
 
+/* A run of live ids for array intersections (idx_postings_run): from the
+ * current posting up to the smallest last id of the cursors' loaded blocks,
+ * as far as can be known without reading another block record.  With one
+ * segment cursor, no deletions and no column filter that is the rest of
+ * the block, borrowed as it is; otherwise the cursors' ids up to that
+ * bound are merged as settle() would take them (the newest posting of an
+ * id, unless a newer deletion cancels it; selected documents only) into
+ * p->run. */
+int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
+                     kv_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (p->rc) {
+        *err = p->err;
+        return p->rc;
+    }
+    if (!p->started || p->eof || !p->at)
+        return KVFTS_OK;
+    if (p->nsc == 1 && p->ndel == 0 && !p->at->filter) {
+        const segcur *sc = p->at;
+        *ids = sc->blk.l.ids + sc->i;
+        *n = sc->blk.l.n - sc->i;
+        return KVFTS_OK;
+    }
+    uint32_t bound = NOWHERE;
+    uint64_t room = 0;
+    for (uint32_t s = 0; s < p->nsc; s++) {
+        const segcur *sc = &p->sc[s];
+        if (sc->cur == NOWHERE)
+            continue;
+        uint32_t last = sc->blk.l.ids[sc->blk.l.n - 1];
+        if (last < bound)
+            bound = last;
+        room += sc->blk.l.n - sc->i;
+    }
+    int rc = idx__grow(&p->run, &p->runcap, room ? room : 1, 4, err);
+    if (rc)
+        return fail(p, rc, err);
+    /* k-way merge of the cursors' blocks from their current positions,
+     * taking ids as settle() does; every id <= bound is in its cursor's
+     * loaded block.  (More than 64 segments holding one term is rare: the
+     * run is then the current posting alone.) */
+    if (p->nsc > 64) {
+        p->run[0] = p->cur;
+        *ids = p->run;
+        *n = 1;
+        return KVFTS_OK;
+    }
+    /* deleted() moves p->dat up to the ids it is asked about; the run
+     * looks ahead of the iterator, which must find it where it was */
+    uint32_t at[64], m = 0, dat = p->dat;
+    for (uint32_t s = 0; s < p->nsc; s++)
+        at[s] = p->sc[s].i;
+    for (;;) {
+        const segcur *best = NULL;
+        uint32_t bid = NOWHERE;
+        for (uint32_t s = 0; s < p->nsc; s++) {
+            const segcur *sc = &p->sc[s];
+            if (sc->cur == NOWHERE)
+                continue;
+            while (sc->filter && at[s] < sc->blk.l.n &&
+                   !doc_selected(sc, at[s]))
+                at[s]++;
+            if (at[s] >= sc->blk.l.n)
+                continue;
+            uint32_t id = sc->blk.l.ids[at[s]];
+            if (id > bound)
+                continue;
+            if (!best || id < bid || (id == bid && sc->rank > best->rank)) {
+                best = sc;
+                bid = id;
+            }
+        }
+        if (!best)
+            break;
+        if (p->ndel == 0 || !deleted(p, bid, best->rank))
+            p->run[m++] = bid;
+        for (uint32_t s = 0; s < p->nsc; s++) {
+            const segcur *sc = &p->sc[s];
+            if (sc->cur != NOWHERE && at[s] < sc->blk.l.n &&
+                sc->blk.l.ids[at[s]] == bid)
+                at[s]++;
+        }
+    }
+    p->dat = dat;
+    *ids = p->run;
+    *n = m;
+    return KVFTS_OK;
+}
+
 uint32_t idx_postings_docid(const idx_postings *p)
 {
     return p->cur;
@@ -872,9 +1025,11 @@ int idx_postings_need(idx_postings *p, int level, kv_err *err)
     }
     if (!p->at)
         return KVFTS_OK;
-    int lv = level >= IDX_DECODE_POSITIONS ? IDX_DEC_POS
-           : level >= IDX_DECODE_TFS ? IDX_DEC_VIEWS : IDX_DEC_IDS;
-    int rc = idx_block_need(&p->at->blk, lv, err);
+    /* positions: the current document's alone */
+    int rc = level >= IDX_DECODE_POSITIONS
+           ? idx_block_need_doc(&p->at->blk, p->at->i, err)
+           : idx_block_need(&p->at->blk, level >= IDX_DECODE_TFS
+                            ? IDX_DEC_VIEWS : IDX_DEC_IDS, err);
     return rc ? fail(p, rc, err) : KVFTS_OK;
 }
 
@@ -904,13 +1059,12 @@ const idx_view *idx_postings_views(idx_postings *p, uint32_t *n)
         if (idx__grow(&p->views, &p->vcap, v1 - v0, sizeof *p->views, &e))
             return NULL;
     }
+    bool pos = l->positions && idx_block_has_positions(&sc->blk, sc->i);
     for (uint32_t v = v0; v < v1; v++) {
         if (!sc->sel[l->vcol[v]])
             continue;
-        p->views[*n] = (idx_view){
-            sc->e.cols[l->vcol[v]], l->vtf[v],
-            l->positions && sc->blk.decoded >= IDX_DEC_POS
-                ? l->pos + l->poff[v] : NULL };
+        p->views[*n] = (idx_view){ sc->e.cols[l->vcol[v]], l->vtf[v],
+                                   pos ? l->pos + l->poff[v] : NULL };
         (*n)++;
     }
     return p->views;

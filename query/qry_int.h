@@ -37,6 +37,18 @@ struct qry_iter {
     /** Add the BM25 score of the current match to *@p sum. */
     int (*score)(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err);
     void (*free)(qry_iter *it);
+    /** Count every match of an iterator that has not moved yet (it is
+     *  spent after); NULL: qry_iter_count() walks next. */
+    int (*count)(qry_iter *it, uint64_t *n, kv_err *err);
+    /** An upper bound of the score of every match from the current one to
+     *  *@p upto (set here, >= docid) from the blocks' max tf (block-max
+     *  pruning); NULL: no bound (INFINITY). */
+    double (*bound)(qry_iter *it, qry_ctx *cx, uint32_t *upto);
+    idx_postings *post;   /* a term's postings (array intersections), or
+                             NULL */
+    bool exact_est;       /* est is the exact count (a term: its entries) */
+    bool tight;           /* bound tightly where that costs more (a term
+                             root skipping blocks), else cheaply */
     uint32_t docid;       /* the current match */
     uint64_t est;         /* at most this many matches (orders AND kids) */
     bool eof;
@@ -67,6 +79,9 @@ bool qry_ctx_partial(const qry_ctx *cx);
 int qry_iter_build(qry_iter **out, qry_ctx *cx, const qry_node *n,
                    kv_err *err);
 void qry_iter_free(qry_iter *it);           /* NULL: no-op */
+/** The exact number of matches of @p it, which has not moved yet and is
+ *  spent after: its count method, else a walk. */
+int qry_iter_count(qry_iter *it, uint64_t *n, kv_err *err);
 
 /** Rank with the length columns of @p c (idx_lens_cache) for the fields of
  *  @p cx: those already cached, and the others too when the query may

@@ -19,6 +19,11 @@
  *           header lookup and nothing else.
  *   empty   never matches.
  *
+ * Counting (qry_iter.count) and pruning bounds (qry_iter.bound) are
+ * optional per iterator: without a count an iterator is walked, without a
+ * bound a query containing it is not pruned.  Their essays are at
+ * "array intersections" and at term_bound().
+ *
  * Invariants: an iterator's docid only grows; after QRY_EOF it is
  * UINT32_MAX and every move returns QRY_EOF again; skip_to to a target at or
  * before the current match does not move.
@@ -224,6 +229,164 @@ void qry_iter_free(qry_iter *it)
         it->free(it);
 }
 
+int qry_iter_count(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    if (it->count)
+        return it->count(it, n, err);
+    uint64_t c = 0;
+    int rc;
+    while ((rc = it->next(it, err)) == QRY_OK)
+        c++;
+    *n = c;
+    return rc == QRY_EOF ? KVFTS_OK : rc;
+}
+
+/* A kid's bound; INFINITY without one. */
+static double kid_bound(qry_iter *k, qry_ctx *cx, uint32_t *upto)
+{
+    if (k->bound)
+        return k->bound(k, cx, upto);
+    *upto = k->docid;
+    return INFINITY;
+}
+
+/* ---- array intersections (counting) --------------------------------------
+ *
+ * Counting an AND or a phrase works on arrays of doc ids, a block at a
+ * time, instead of a skip_to per candidate: the lead's run of ids
+ * (idx_postings_run: a block's ids as decoded, no copy) is copied into a
+ * buffer, and each other list filters the buffer by merging it with its
+ * own runs, galloping over ids, and skip_to only to get past a run; a
+ * block none of the buffer's ids fall in is stepped over by its key and
+ * header (idx_postings_skip_to), never decoded. */
+
+/* First index >= from in a[0..n) whose value is >= x. */
+static uint32_t gallop(const uint32_t *a, uint32_t from, uint32_t n,
+                       uint32_t x)
+{
+    uint32_t lo = from, hi = from, step = 1;
+    while (hi < n && a[hi] < x) {
+        lo = hi + 1;
+        hi += step;
+        step *= 2;
+    }
+    if (hi > n)
+        hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Keep in buf[0..m) (ascending) the ids postings p holds (keep) or does
+ * not hold (!keep); *out = how many are kept.  p only moves forward. */
+static int isect_postings(idx_postings *p, uint32_t *buf, size_t m,
+                          bool keep, size_t *out, kv_err *err)
+{
+    size_t o = 0, j = 0;
+    while (j < m) {
+        int rc = idx_postings_skip_to(p, buf[j], err);
+        if (rc == KVFTS_ITEROVER)
+            break;
+        if (rc)
+            return rc;
+        const uint32_t *r;
+        uint32_t rn, x = 0;
+        if ((rc = idx_postings_run(p, &r, &rn, err)))
+            return rc;
+        if (rn == 0)          /* cannot happen once positioned */
+            return kv_seterr(err, KVFTS_ERROR, "query: empty run");
+        while (j < m && x < rn) {
+            if (buf[j] < r[x]) {
+                if (!keep)
+                    buf[o++] = buf[j];
+                j++;
+            } else if (buf[j] > r[x]) {
+                x = gallop(r, x + 1, rn, buf[j]);
+            } else {
+                if (keep)
+                    buf[o++] = buf[j];
+                j++;
+                x++;
+            }
+        }
+    }
+    if (!keep)
+        while (j < m)
+            buf[o++] = buf[j++];
+    *out = o;
+    return KVFTS_OK;
+}
+
+/* The same through any iterator: a skip_to per id. */
+static int isect_iter(qry_iter *k, uint32_t *buf, size_t m, bool keep,
+                      size_t *out, kv_err *err)
+{
+    if (k->post)
+        return isect_postings(k->post, buf, m, keep, out, err);
+    size_t o = 0, j = 0;
+    for (; j < m; j++) {
+        int rc = k->skip_to(k, buf[j], err);
+        if (rc < 0)
+            return rc;
+        if (rc == QRY_EOF)
+            break;
+        if ((rc == QRY_OK) == keep)
+            buf[o++] = buf[j];
+    }
+    if (!keep)
+        while (j < m)
+            buf[o++] = buf[j++];
+    *out = o;
+    return KVFTS_OK;
+}
+
+/* A buffer of candidate ids. */
+typedef struct idbuf {
+    uint32_t *v;
+    uint32_t cap;
+} idbuf;
+
+static int idbuf_reserve(idbuf *b, size_t n, kv_err *err)
+{
+    if (n <= b->cap)
+        return KVFTS_OK;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < n)
+        cap *= 2;
+    if (cap > UINT32_MAX)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    uint32_t *v = kv_realloc(b->v, cap * sizeof *v);
+    if (!v)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    b->v = v;
+    b->cap = (uint32_t)cap;
+    return KVFTS_OK;
+}
+
+/* Candidates a non-term lead gives per round. */
+#define LEAD_CHUNK 256
+
+/* The next round of candidates of postings @p p (positioned on its next
+ * one) into b: its run.  *m = 0 at the end. */
+static int run_copy(idx_postings *p, idbuf *b, size_t *m, kv_err *err)
+{
+    const uint32_t *r;
+    uint32_t rn;
+    int rc = idx_postings_run(p, &r, &rn, err);
+    if (!rc)
+        rc = idbuf_reserve(b, rn, err);
+    if (rc)
+        return rc;
+    memcpy(b->v, r, (size_t)rn * sizeof *r);
+    *m = rn;
+    return KVFTS_OK;
+}
+
 /* ---- empty --------------------------------------------------------------- */
 
 static int empty_next(qry_iter *it, kv_err *err)
@@ -248,6 +411,13 @@ static int empty_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return KVFTS_OK;
 }
 
+static double empty_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    (void)cx;
+    *upto = it->docid;
+    return 0.0;
+}
+
 static void plain_free(qry_iter *it)
 {
     kv_free(it);
@@ -262,6 +432,7 @@ static int empty_new(qry_iter **out, kv_err *err)
     it->skip_to = empty_skip;
     it->score = empty_score;
     it->free = plain_free;
+    it->bound = empty_bound;
     it->est = 0;
     at_eof(it);
     *out = it;
@@ -275,6 +446,9 @@ typedef struct term_it {
     idx_postings *p;
     size_t field;         /* in the context */
     double idf;
+    uint32_t bupto;       /* bval bounds the postings up to this id */
+    double bval;
+    bool bset;            /* bval, bupto are set */
 } term_it;
 
 static int term_moved(term_it *t, int rc)
@@ -315,6 +489,64 @@ static int term_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
         *sum += qry_bm25(t->idf, idx_postings_tf(t->p), dl,
                          cx->fields[t->field].avgdl);
     return rc;
+}
+
+/* The score a tf of @p mtf can reach at most: BM25 with the shortest
+ * length, 0 (the score grows with tf and falls with the length). */
+static double bm25_bound(double idf, uint32_t mtf, double avgdl)
+{
+    return qry_bm25(idf, mtf, 0.0, avgdl);
+}
+
+/* The block's max tf bounds every posting up to its last id (with other
+ * segments' cursors in between, up to the next of theirs).  With the
+ * field's length column at hand the bound also takes the shortest length
+ * among the block's remaining documents (a look-up each, on the ids the
+ * block has decoded): with the length 0 a bound is too loose to prune much,
+ * as BM25 gives short documents most of their score.  Computed once per
+ * block: the remaining documents only shrink, so it stays a bound.  Only
+ * for a term that skips blocks (it->tight): under an AND or an OR, where a
+ * bound only spares one document's scoring, the scan of the block's
+ * lengths cost more than it saved. */
+static double term_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    term_it *t = (term_it *)it;
+    if (t->bset && it->docid <= t->bupto) {
+        *upto = t->bupto;
+        return t->bval;
+    }
+    const qry_field *f = &cx->fields[t->field];
+    uint32_t mtf = idx_postings_block_max_tf(t->p);
+    uint32_t last = idx_postings_block_last(t->p);
+    double dl = 0.0;
+    const uint32_t *ids;
+    uint32_t n;
+    kv_err e = KV_ERR_INIT;
+    if (it->tight && f->col &&
+        idx_postings_run(t->p, &ids, &n, &e) == KVFTS_OK && n) {
+        if (ids[n - 1] < last)
+            last = ids[n - 1];
+        uint32_t min = UINT32_MAX;
+        for (uint32_t i = 0; i < n && ids[i] <= last; i++) {
+            uint32_t l = ids[i] < f->ncol ? f->col[ids[i]] : 0;
+            min = l < min ? l : min;
+        }
+        dl = min;
+    }
+    t->bval = qry_bm25(t->idf, mtf, dl, f->avgdl);
+    t->bupto = last < it->docid ? it->docid : last;
+    t->bset = true;
+    *upto = t->bupto;
+    return t->bval;
+}
+
+/* A term's live count is exact in its entries (postings minus deletions,
+ * per segment): nothing is walked. */
+static int term_count(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    (void)err;
+    *n = it->est;
+    return KVFTS_OK;
 }
 
 static void term_free(qry_iter *it)
@@ -358,6 +590,10 @@ static int term_new(qry_iter **out, qry_ctx *cx, const char *field,
     t->base.score = term_score;
     t->base.free = term_free;
     t->base.est = idx_postings_info(p)->df;
+    t->base.post = p;
+    t->base.count = term_count;
+    t->base.bound = term_bound;
+    t->base.exact_est = true;
     rc = ctx_field(cx, field, flen, &fi, err);
     if (rc) {
         term_free(&t->base);
@@ -533,6 +769,99 @@ static int phrase_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return rc;
 }
 
+/* Count by rounds of blocks: every term skips to the lead's candidate and
+ * shows its run (idx_postings_run); the round covers ids up to the
+ * smallest last id of those runs, so the candidates (the runs intersected
+ * as arrays) lie in blocks every term has loaded, and checking their
+ * positions moves no term to another block.  Positions are decoded only
+ * for blocks that hold a candidate. */
+static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    phrase_it *ph = (phrase_it *)it;
+    idx_postings *lead = ph->p[ph->order[0]];
+    idbuf b = { NULL, 0 };
+    uint64_t total = 0;
+    int rc = idx_postings_next(lead, err);
+    while (rc == KVFTS_OK) {
+        uint32_t target = idx_postings_docid(lead), bound = UINT32_MAX;
+        for (size_t k = 1; !rc && k < ph->n; k++)
+            rc = idx_postings_skip_to(ph->p[ph->order[k]], target, err);
+        const uint32_t *r;
+        uint32_t rn;
+        for (size_t k = 0; !rc && k < ph->n; k++) {
+            rc = idx_postings_run(ph->p[k], &r, &rn, err);
+            if (!rc && rn && r[rn - 1] < bound)
+                bound = r[rn - 1];
+        }
+        if (rc)
+            break;
+        /* the lead's run up to bound, then each other term's */
+        size_t m = 0;
+        rc = idx_postings_run(lead, &r, &rn, err);
+        if (!rc)
+            rc = idbuf_reserve(&b, rn, err);
+        if (rc)
+            break;
+        while (m < rn && r[m] <= bound) {
+            b.v[m] = r[m];
+            m++;
+        }
+        for (size_t k = 1; m && k < ph->n; k++) {
+            if ((rc = idx_postings_run(ph->p[ph->order[k]], &r, &rn, err)))
+                break;
+            size_t o = 0;
+            uint32_t x = 0;
+            for (size_t j = 0; j < m && x < rn; ) {
+                if (b.v[j] < r[x])
+                    j++;
+                else if (b.v[j] > r[x])
+                    x = gallop(r, x + 1, rn, b.v[j]);
+                else {
+                    b.v[o++] = b.v[j++];
+                    x++;
+                }
+            }
+            m = o;
+        }
+        for (size_t j = 0; !rc && j < m; j++) {
+            for (size_t k = 0; !rc && k < ph->n; k++)
+                rc = idx_postings_skip_to(ph->p[k], b.v[j], err);
+            uint32_t pf = 0;
+            if (!rc)
+                rc = phrase_count(ph, false, &pf, err);
+            total += pf != 0;
+        }
+        if (rc)
+            break;
+        if (bound == UINT32_MAX) {
+            rc = KVFTS_ITEROVER;
+            break;
+        }
+        rc = idx_postings_skip_to(lead, bound + 1, err);
+    }
+    kv_free(b.v);
+    if (rc != KVFTS_ITEROVER)
+        return rc ? rc : kv_seterr(err, KVFTS_ERROR, "query: phrase count");
+    *n = total;
+    return KVFTS_OK;
+}
+
+/* The phrase frequency is at most any of its terms' tf in the field: at
+ * most the smallest of their blocks' max tf. */
+static double phrase_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    phrase_it *ph = (phrase_it *)it;
+    uint32_t mtf = UINT32_MAX, last = UINT32_MAX;
+    for (size_t i = 0; i < ph->n; i++) {
+        uint32_t m = idx_postings_block_max_tf(ph->p[i]);
+        uint32_t l = idx_postings_block_last(ph->p[i]);
+        mtf = m < mtf ? m : mtf;
+        last = l < last ? l : last;
+    }
+    *upto = last < it->docid ? it->docid : last;
+    return bm25_bound(ph->idf_sum, mtf, cx->fields[ph->field].avgdl);
+}
+
 static void phrase_free(qry_iter *it)
 {
     phrase_it *ph = (phrase_it *)it;
@@ -560,6 +889,8 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     ph->base.skip_to = phrase_skip;
     ph->base.score = phrase_score;
     ph->base.free = phrase_free;
+    ph->base.count = phrase_count_all;
+    ph->base.bound = phrase_bound;
     ph->offs = n->offs;
     ph->qpos = n->pos;
     ph->fname = n->field;
@@ -627,6 +958,7 @@ typedef struct or_it {
     qry_iter base;
     qry_iter **kids;      /* all kids (owned) */
     size_t nkids;
+    uint32_t maxid;       /* largest doc id of the index (0: not known) */
     qry_iter **heap;      /* kids not at EOF, min-heap by docid */
     size_t nheap;
     bool started;
@@ -745,6 +1077,77 @@ static int or_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return or_score_from((or_it *)it, 0, cx, sum, err);
 }
 
+/* The kids on the current document, as or_score_from() walks them. */
+static double or_bound_from(or_it *o, size_t i, qry_ctx *cx)
+{
+    if (i >= o->nheap || o->heap[i]->docid != o->base.docid)
+        return 0.0;
+    uint32_t upto;
+    return kid_bound(o->heap[i], cx, &upto) +
+           or_bound_from(o, 2 * i + 1, cx) + or_bound_from(o, 2 * i + 2, cx);
+}
+
+/* Bounds the current document only: a kid not on it may be on the next. */
+static double or_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    *upto = it->docid;
+    return or_bound_from((or_it *)it, 0, cx);
+}
+
+/* An OR of terms counts its union in a bitmap of the index's doc ids,
+ * filled a run (block) at a time, when the lists are long enough for the
+ * bitmap's size (a bit per id) not to matter: no heap per posting.
+ * Otherwise, and over other kids, it walks. */
+static int or_count(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    or_it *o = (or_it *)it;
+    uint64_t sum = 0;
+    bool terms = o->maxid > 0;
+    for (size_t i = 0; terms && i < o->nkids; i++) {
+        terms = o->kids[i]->post != NULL;
+        sum += o->kids[i]->est;
+    }
+    if (!terms || sum < o->maxid / 256) {
+        uint64_t c = 0;
+        int rc;
+        while ((rc = it->next(it, err)) == QRY_OK)
+            c++;
+        *n = c;
+        return rc == QRY_EOF ? KVFTS_OK : rc;
+    }
+    size_t words = (size_t)o->maxid / 64 + 1;
+    uint64_t *bits = kv_calloc(words, sizeof *bits);
+    if (!bits)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    int rc = KVFTS_OK;
+    for (size_t i = 0; !rc && i < o->nkids; i++) {
+        idx_postings *p = o->kids[i]->post;
+        rc = idx_postings_next(p, err);
+        while (rc == KVFTS_OK) {
+            const uint32_t *r;
+            uint32_t rn;
+            if ((rc = idx_postings_run(p, &r, &rn, err)))
+                break;
+            for (uint32_t j = 0; j < rn; j++)
+                if (r[j] <= o->maxid)
+                    bits[r[j] >> 6] |= 1ull << (r[j] & 63);
+            uint32_t last = rn ? r[rn - 1] : UINT32_MAX;
+            rc = last == UINT32_MAX ? KVFTS_ITEROVER
+                                    : idx_postings_skip_to(p, last + 1, err);
+        }
+        if (rc == KVFTS_ITEROVER)
+            rc = KVFTS_OK;
+    }
+    uint64_t c = 0;
+    for (size_t w = 0; !rc && w < words; w++)
+        c += (uint64_t)__builtin_popcountll(bits[w]);
+    kv_free(bits);
+    if (rc)
+        return rc;
+    *n = c;
+    return KVFTS_OK;
+}
+
 static void or_free(qry_iter *it)
 {
     or_it *o = (or_it *)it;
@@ -791,6 +1194,8 @@ static int or_new(qry_iter **out, qry_iter **kids, size_t n, kv_err *err)
     o->base.skip_to = or_skip;
     o->base.score = or_score;
     o->base.free = or_free;
+    o->base.bound = or_bound;
+    o->base.count = or_count;
     for (size_t i = 0; i < m; i++)
         o->base.est += kids[i]->est;
     *out = &o->base;
@@ -871,6 +1276,69 @@ static int and_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return KVFTS_OK;
 }
 
+/* Count by rounds: the rarest kid's next run of candidates (a term's
+ * block, or LEAD_CHUNK matches of another iterator) filtered by each other
+ * positive kid, rarest first, then by the negative ones. */
+static int and_count(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    and_it *a = (and_it *)it;
+    qry_iter *lead = a->pos[0];
+    idbuf b = { NULL, 0 };
+    uint64_t total = 0;
+    int rc = idbuf_reserve(&b, LEAD_CHUNK, err);
+    if (!rc)
+        rc = lead->next(lead, err);
+    while (rc == QRY_OK) {
+        size_t m = 0;
+        if (lead->post) {
+            rc = run_copy(lead->post, &b, &m, err);
+            if (rc)
+                break;
+        } else {
+            b.v[m++] = lead->docid;
+            while (m < LEAD_CHUNK && (rc = lead->next(lead, err)) == QRY_OK)
+                b.v[m++] = lead->docid;
+            if (rc < 0)
+                break;
+        }
+        uint32_t last = b.v[m - 1];
+        bool more = lead->post || rc == QRY_OK;
+        rc = KVFTS_OK;
+        for (size_t i = 1; !rc && m && i < a->npos; i++)
+            rc = isect_iter(a->pos[i], b.v, m, true, &m, err);
+        for (size_t i = 0; !rc && m && i < a->nneg; i++)
+            rc = isect_iter(a->neg[i], b.v, m, false, &m, err);
+        if (rc)
+            break;
+        total += m;
+        if (!more || last == UINT32_MAX)
+            break;
+        rc = lead->skip_to(lead, last + 1, err);
+        if (rc == QRY_NOTFOUND)
+            rc = QRY_OK;
+    }
+    kv_free(b.v);
+    if (rc < 0)
+        return rc;
+    *n = total;
+    return KVFTS_OK;
+}
+
+/* The positive kids' bounds, over the range they all hold for. */
+static double and_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
+{
+    and_it *a = (and_it *)it;
+    double b = 0.0;
+    uint32_t last = UINT32_MAX;
+    for (size_t i = 0; i < a->npos; i++) {
+        uint32_t u;
+        b += kid_bound(a->pos[i], cx, &u);
+        last = u < last ? u : last;
+    }
+    *upto = last < it->docid ? it->docid : last;
+    return b;
+}
+
 static void and_free(qry_iter *it)
 {
     and_it *a = (and_it *)it;
@@ -894,6 +1362,8 @@ static int and_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     a->base.skip_to = and_skip;
     a->base.score = and_score;
     a->base.free = and_free;
+    a->base.count = and_count;
+    a->base.bound = and_bound;
     a->pos = kv_calloc(n->nkids, sizeof *a->pos);
     a->neg = kv_calloc(n->nkids, sizeof *a->neg);
     if (!a->pos || !a->neg) {
@@ -1480,7 +1950,10 @@ int qry_iter_build(qry_iter **out, qry_ctx *cx, const qry_node *n,
                 return rc;
             }
         }
-        return or_new(out, kids, n->nkids, err);
+        int rc = or_new(out, kids, n->nkids, err);
+        if (!rc && (*out)->next == or_next)     /* not folded to one kid */
+            ((or_it *)*out)->maxid = idx_reader_max_docid(cx->r);
+        return rc;
     }
     }
     return kv_seterr(err, KVFTS_ERROR, "query: bad plan node");

@@ -12,12 +12,23 @@
  * Document lengths come from the handle's length columns when the query
  * may match many documents (qry_ctx_columns), else from the reader.
  *
- * Every match is visited even when only the top k is wanted: the exact total
- * is part of the answer (kvfts_results_total).  Block-max pruning would skip
- * scoring, not counting; it is left for later (README "Query evaluation").
+ * Counting only (count_only) asks the root for its count (qry_iter_count:
+ * a term's entries, array intersections for ANDs and phrases, a bitmap for
+ * an OR of terms).
+ *
+ * Block-max pruning of the top k (README "Top-k: block-max pruning"): once
+ * the heap holds k hits, a match whose bound (qry_iter.bound: from the
+ * blocks' max tf and shortest length) is below the k-th score cannot enter
+ * it.  The exact total is part of the answer (kvfts_results_total), so
+ * only a term, whose count its entries give, skips whole blocks (skip_to
+ * past the bound's range); every other query visits each match to count
+ * it and skips only its scoring.  The bound must be strictly below the
+ * k-th score by a relative 1e-9: leaves may add up in another order than
+ * their bounds, and an equal score may still win on doc id.
  */
 #include "qry_int.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,7 +100,16 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
     }
     if (rc)
         goto fail;
-    if (!o->count_only && o->lens) {
+    if (o->count_only) {
+        rc = qry_iter_count(it, &count, err);
+        if (rc)
+            goto fail;
+        qry_iter_free(it);
+        qry_ctx_free(cx);
+        *total = count;
+        return KVFTS_OK;
+    }
+    if (o->lens) {
         rc = qry_ctx_columns(cx, o->lens, it->est, err);
         if (rc)
             goto fail;
@@ -104,14 +124,41 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
             goto fail;
         }
     }
-    while ((rc = it->next(it, err)) == QRY_OK) {
-        count++;
-        if (o->count_only)
-            continue;
+    /* A term's exact count is in its entries: its walk may skip blocks
+     * that cannot enter the top k.  Other queries count as they go and
+     * skip only the scoring of such documents. */
+    bool skip = o->k && it->exact_est && it->bound;
+    it->tight = skip;
+    rc = it->next(it, err);
+    while (rc == QRY_OK) {
+        if (!skip)
+            count++;
+        if (o->k && n == o->k && it->bound) {
+            uint32_t upto = it->docid;
+            double b = it->bound(it, cx, &upto);
+            /* Strictly below the k-th score, with a margin for rounding
+             * (a sum's terms may add up in another order than the
+             * bound's): a document that might tie is scored. */
+            if (b + fabs(b) * 1e-9 < h[0].score) {
+                if (skip && upto > it->docid) {
+                    if (upto == UINT32_MAX) {
+                        rc = QRY_EOF;
+                        break;
+                    }
+                    rc = it->skip_to(it, upto + 1, err);
+                    if (rc == QRY_NOTFOUND)
+                        rc = QRY_OK;
+                } else {
+                    rc = it->next(it, err);
+                }
+                continue;
+            }
+        }
         qry_hit x = { it->docid, 0.0 };
         rc = it->score(it, cx, &x.score, err);
         if (rc)
             goto fail;
+        rc = it->next(it, err);
         if (o->k && n == o->k) {
             if (worse(&h[0], &x)) {
                 h[0] = x;
@@ -135,6 +182,8 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
         if (o->k)
             heap_up(h, n - 1);
     }
+    if (skip)
+        count = it->est;
     if (rc != QRY_EOF)
         goto fail;
     rc = KVFTS_OK;

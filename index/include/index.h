@@ -165,6 +165,8 @@ typedef struct idx_reader idx_reader;
 int idx_reader_open(idx_reader **out, kv_txn *txn, kv_err *err);
 void idx_reader_close(idx_reader *r);         /* NULL: no-op */
 kv_txn *idx_reader_txn(const idx_reader *r);
+/** The largest doc id any posting of the snapshot has (0: none). */
+uint32_t idx_reader_max_docid(const idx_reader *r);
 
 typedef struct idx_term_info {
     uint64_t df;          /* live documents holding the term in the field */
@@ -195,6 +197,15 @@ int idx_postings_next(idx_postings *p, kv_err *err);
 /** Advance to the first posting with doc id >= @p docid (never
  *  backwards); skips whole blocks by their keys and headers. */
 int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err);
+/** The live doc ids from the current posting on (*@p ids[0] is it), as
+ *  many as the blocks already loaded tell, for intersecting arrays: with
+ *  one segment holding the term, no deletions and no other field's
+ *  documents in its blocks, the rest of the current block without a copy.
+ *  The iterator does not move; skip_to past ids[*n - 1] goes on after the
+ *  run.  Borrowed until the iterator moves.  *@p n = 0 before the first
+ *  move and at the end.  @return KVFTS_OK or a (sticky) error. */
+int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
+                     kv_err *err);
 uint32_t idx_postings_docid(const idx_postings *p);
 /** Decode the current block up to @p level (IDX_DECODE_TFS or _POSITIONS):
  *  views and positions are decoded on first use, so this is where damage

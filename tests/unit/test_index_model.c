@@ -666,6 +666,22 @@ static void check_term(mcheck *c, const xterm *t)
             MFAIL(c, "fts::%s::%s: posting %u is doc %u (%s), expected %u",
                   t->field, t->term, k, rc ? 0 : idx_postings_docid(p),
                   rc ? err.msg : "ok", t->d[k].docid);
+        /* A run (idx_postings_run) is the next live postings, in order,
+         * and does not move the iterator. */
+        if (rnd(3) == 0) {
+            const uint32_t *run;
+            uint32_t rn;
+            rc = idx_postings_run(p, &run, &rn, &err);
+            if (rc || rn == 0 || k + rn > t->nd)
+                MFAIL(c, "fts::%s::%s: run at posting %u: %u ids (%s)",
+                      t->field, t->term, k, rn, rc ? err.msg : "ok");
+            for (uint32_t j = 0; j < rn; j++)
+                if (run[j] != t->d[k + j].docid)
+                    MFAIL(c, "fts::%s::%s: run at posting %u: id %u is %u, "
+                          "expected %u", t->field, t->term, k, j, run[j],
+                          t->d[k + j].docid);
+            assert_int_equal(idx_postings_docid(p), t->d[k].docid);
+        }
         check_current(c, t, &t->d[k], p);
         /* Block-max bound: no live posting from here to the block's end
          * has a larger tf. */

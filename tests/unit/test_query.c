@@ -794,7 +794,9 @@ static void compare_query(fx *f, const rcorpus *c, const rq *q,
     /* count mode agrees */
     o.count_only = true;
     assert_int_equal(kvfts_search(&r, f->db, S(text), &o), 0);
-    assert_int_equal(kvfts_results_total(r), nref);
+    if (kvfts_results_total(r) != nref)
+        fail_msg("'%s': counts %llu, the reference %zu", text,
+                 (unsigned long long)kvfts_results_total(r), nref);
     assert_int_equal(kvfts_results_count(r), 0);
     kvfts_results_free(r);
     free(ref);
@@ -883,6 +885,226 @@ static void test_reference(void **state)
     printf("[ ref      ] %d random queries, %d with matches\n", queries_run,
            queries_matching);
     assert_true(queries_matching * 3 > queries_run);
+}
+
+/* ---- block-max top-k and counts, on lists of many blocks ----------------
+ *
+ * A corpus of a few thousand documents over a small vocabulary with skewed
+ * word frequencies and lengths, so that common terms have dozens of blocks
+ * with different max tfs and lengths; loaded in batches (segments), then
+ * partly replaced and deleted (deletions in newer segments).  For terms,
+ * field terms, ORs, ANDs, AND NOTs and phrases: the count (count_only and
+ * the total of a top-k search) equals a brute-force count over the
+ * documents' words, and the top k for several k, which block-max pruning
+ * computes, is the first k of the exhaustive ranking (limit 0, which never
+ * prunes): the same keys with the same scores, bit for bit. */
+
+#define TK_VOCAB 20
+static const char *const tk_vocab[TK_VOCAB] = {
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
+    "hotel", "india", "juliet", "kilo", "lima", "mike", "november",
+    "oscar", "papa", "quebec", "romeo", "sierra", "tango"
+};
+
+typedef struct tkdoc {
+    bool live;
+    uint8_t nw[2];                 /* words of title, body */
+    uint8_t w[2][96];
+} tkdoc;
+
+/* A skewed word: low indexes are common. */
+static uint8_t tk_word(void)
+{
+    double u = (double)rnd(1u << 20) / (double)(1u << 20);
+    return (uint8_t)(TK_VOCAB * u * u * u);
+}
+
+static void tk_make(tkdoc *d, char *json, size_t cap)
+{
+    d->live = true;
+    d->nw[0] = (uint8_t)(1 + rnd(4));
+    d->nw[1] = (uint8_t)(rnd(8) ? 1 + rnd(rnd(4) ? 20 : 95) : 0);
+    size_t n = (size_t)snprintf(json, cap, "{\"title\":\"");
+    for (int f = 0; f < 2; f++) {
+        if (f)
+            n += (size_t)snprintf(json + n, cap - n, "\",\"body\":\"");
+        for (int i = 0; i < d->nw[f]; i++) {
+            d->w[f][i] = tk_word();
+            n += (size_t)snprintf(json + n, cap - n, "%s%s", i ? " " : "",
+                                  tk_vocab[d->w[f][i]]);
+        }
+    }
+    snprintf(json + n, cap - n, "\"}");
+}
+
+static bool tk_has(const tkdoc *d, int field, int w)
+{
+    for (int f = 0; f < 2; f++)
+        if (field < 0 || field == f)
+            for (int i = 0; i < d->nw[f]; i++)
+                if (d->w[f][i] == w)
+                    return true;
+    return false;
+}
+
+static bool tk_phrase(const tkdoc *d, int a, int b)
+{
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i + 1 < d->nw[f]; i++)
+            if (d->w[f][i] == a && d->w[f][i + 1] == b)
+                return true;
+    return false;
+}
+
+typedef struct tkq {
+    char text[128];
+    int kind;                      /* 0 term, 1 body:term, 2 OR, 3 AND,
+                                      4 AND NOT, 5 phrase */
+    int a, b, c;
+} tkq;
+
+static bool tk_match(const tkdoc *d, const tkq *q)
+{
+    switch (q->kind) {
+    case 0: return tk_has(d, -1, q->a);
+    case 1: return tk_has(d, 1, q->a);
+    case 2: return tk_has(d, -1, q->a) || tk_has(d, -1, q->b) ||
+                   tk_has(d, -1, q->c);
+    case 3: return tk_has(d, -1, q->a) && tk_has(d, -1, q->b);
+    case 4: return tk_has(d, -1, q->a) && !tk_has(d, -1, q->b);
+    default: return tk_phrase(d, q->a, q->b);
+    }
+}
+
+static void tk_query(tkq *q)
+{
+    q->kind = (int)rnd(6);
+    q->a = rnd(2) ? (int)rnd(4) : tk_word();
+    q->b = tk_word();
+    q->c = tk_word();
+    const char *a = tk_vocab[q->a], *b = tk_vocab[q->b], *c = tk_vocab[q->c];
+    switch (q->kind) {
+    case 0: snprintf(q->text, sizeof q->text, "%s", a); break;
+    case 1: snprintf(q->text, sizeof q->text, "body:%s", a); break;
+    case 2: snprintf(q->text, sizeof q->text, "%s OR %s OR %s", a, b, c);
+        break;
+    case 3: snprintf(q->text, sizeof q->text, "%s %s", a, b); break;
+    case 4: snprintf(q->text, sizeof q->text, "%s -%s", a, b); break;
+    default: snprintf(q->text, sizeof q->text, "\"%s %s\"", a, b); break;
+    }
+}
+
+static void tk_check(fx *f, const tkdoc *docs, size_t n, const tkq *q)
+{
+    uint64_t want = 0;
+    for (size_t i = 0; i < n; i++)
+        want += docs[i].live && tk_match(&docs[i], q);
+    kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+    kvfts_results *r = NULL;
+    o.count_only = true;
+    assert_int_equal(kvfts_search(&r, f->db, S(q->text), &o), 0);
+    if (kvfts_results_total(r) != want)
+        fail_msg("'%s': count %llu, brute force %llu", q->text,
+                 (unsigned long long)kvfts_results_total(r),
+                 (unsigned long long)want);
+    kvfts_results_free(r);
+    /* exhaustive ranking */
+    o.count_only = false;
+    o.keys_only = true;
+    o.limit = 0;
+    assert_int_equal(kvfts_search(&r, f->db, S(q->text), &o), 0);
+    assert_int_equal(kvfts_results_total(r), want);
+    size_t nall = kvfts_results_count(r);
+    assert_int_equal(nall, want);
+    char (*keys)[16] = calloc(nall + 1, sizeof *keys);
+    double *scores = calloc(nall + 1, sizeof *scores);
+    const char *k;
+    double sc;
+    for (size_t i = 0; kvfts_results_next(r, &k, NULL, NULL, &sc) ==
+         KVFTS_OK; i++) {
+        snprintf(keys[i], sizeof keys[i], "%s", k);
+        scores[i] = sc;
+    }
+    kvfts_results_free(r);
+    static const size_t ks[] = { 1, 3, 10, 37 };
+    for (size_t j = 0; j < sizeof ks / sizeof *ks; j++) {
+        o.limit = ks[j];
+        assert_int_equal(kvfts_search(&r, f->db, S(q->text), &o), 0);
+        if (kvfts_results_total(r) != want)
+            fail_msg("'%s' top %zu: total %llu, expected %llu", q->text,
+                     ks[j], (unsigned long long)kvfts_results_total(r),
+                     (unsigned long long)want);
+        size_t i = 0;
+        while (kvfts_results_next(r, &k, NULL, NULL, &sc) == KVFTS_OK) {
+            if (i >= nall || strcmp(k, keys[i]) || sc != scores[i])
+                fail_msg("'%s' top %zu: hit %zu is %s (%.17g), the "
+                         "exhaustive ranking has %s (%.17g)", q->text, ks[j],
+                         i, k, sc, i < nall ? keys[i] : "nothing",
+                         i < nall ? scores[i] : 0.0);
+            i++;
+        }
+        assert_int_equal(i, nall < ks[j] ? nall : ks[j]);
+        kvfts_results_free(r);
+    }
+    free(keys);
+    free(scores);
+}
+
+static void test_topk_counts(void **state)
+{
+    (void)state;
+    fx f;
+    fx_open(&f, NULL);
+    size_t n = 3000;
+    tkdoc *docs = calloc(n, sizeof *docs);
+    char json[2048], key[16];
+    for (size_t i = 0; i < n;) {       /* three batches: three segments */
+        kvfts_batch *b = NULL;
+        assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
+        for (size_t end = i + n / 3; i < end; i++) {
+            tk_make(&docs[i], json, sizeof json);
+            snprintf(key, sizeof key, "k%04zu", i);
+            assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key),
+                                               S(json)), 0);
+        }
+        assert_int_equal(kvfts_batch_commit(b), 0);
+        kvfts_batch_free(b);
+    }
+    tkq q;
+    for (int i = 0; i < 40; i++) {
+        tk_query(&q);
+        tk_check(&f, docs, n, &q);
+    }
+    /* replaces in a batch, then single deletes and puts: deletions and
+     * postings of the same ids in newer segments */
+    kvfts_batch *b = NULL;
+    assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
+    for (int j = 0; j < 400; j++) {
+        size_t i = rnd((uint32_t)n);
+        tk_make(&docs[i], json, sizeof json);
+        snprintf(key, sizeof key, "k%04zu", i);
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key),
+                                           S(json)), 0);
+    }
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    for (int j = 0; j < 30; j++) {
+        size_t i = rnd((uint32_t)n);
+        snprintf(key, sizeof key, "k%04zu", i);
+        if (docs[i].live)
+            assert_int_equal(kvfts_del(f.db, S(key), 0), 0);
+        docs[i].live = false;
+        i = rnd((uint32_t)n);
+        tk_make(&docs[i], json, sizeof json);
+        snprintf(key, sizeof key, "k%04zu", i);
+        put(&f, key, json);
+    }
+    for (int i = 0; i < 80; i++) {
+        tk_query(&q);
+        tk_check(&f, docs, n, &q);
+    }
+    free(docs);
+    fx_close(&f);
 }
 
 /* ---- paging, count, sort, caps ------------------------------------------- */
@@ -1833,6 +2055,7 @@ int main(void)
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_seeds),
         cmocka_unit_test(test_reference),
+        cmocka_unit_test(test_topk_counts),
         cmocka_unit_test(test_paging_sort_count),
         cmocka_unit_test(test_prefix_cap),
         cmocka_unit_test(test_prefix_union),
