@@ -104,6 +104,8 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
         rc = qry_iter_count(it, &count, err);
         if (rc)
             goto fail;
+        if (o->partial)
+            *o->partial = qry_ctx_partial(cx);
         qry_iter_free(it);
         qry_ctx_free(cx);
         *total = count;
