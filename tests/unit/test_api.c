@@ -689,6 +689,76 @@ static void test_checkpoint_failure_after_commit(void **state)
     assert_string_equal(kvfts_warning(f->db), "");
 }
 
+/* Keys are checked against the config the write's transaction reads, not
+ * the handle's cached one (issue 13, 5): handle B declares a lookup 'pkg';
+ * a put of 'pkg::x' through handle A, whose cached config predates it, is
+ * refused, in a single write and in a batch, and check stays clean.  And
+ * the other way round: once B drops the lookup, A may write pkg::x. */
+static void test_stale_config_two_handles(void **state)
+{
+    fx *f = *state;
+    kvfts_db *a = f->db;
+    /* A has read the (empty) config: it wrote and searched. */
+    assert_int_equal(kvfts_put(NULL, a, S("d1"), S("{\"package\":\"p1\"}"), 0),
+                     KVFTS_OK);
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    kvfts_db *b = NULL;
+    assert_int_equal(kvfts_open(&b, f->dir, &o), KVFTS_OK);
+    assert_int_equal(kvfts_set_config(b, S("{\"lookups\":[{\"name\":\"pkg\","
+                                           "\"path\":\"package\"}]}")), 0);
+    assert_int_equal(kvfts_put(NULL, a, S("pkg::x"), S("{\"a\":1}"), 0),
+                     KVFTS_EINVAL);
+    assert_msg(a, "reserved");
+    assert_doc(a, "pkg::x", NULL);
+    kvfts_batch *bt = NULL;
+    assert_int_equal(kvfts_batch_begin(&bt, a), KVFTS_OK);
+    assert_int_equal(kvfts_batch_write(bt, KVFTS_UPSERT, S("pkg::y"),
+                                       S("{\"a\":1}")), KVFTS_EINVAL);
+    assert_int_equal(kvfts_batch_write(bt, KVFTS_UPSERT, S("d2"),
+                                       S("{\"package\":\"p2\"}")), KVFTS_OK);
+    assert_int_equal(kvfts_batch_commit(bt), KVFTS_OK);
+    kvfts_batch_free(bt);
+    assert_doc(a, "pkg::y", NULL);
+    assert_lookup(a, "pkg", "p2", "{\"refs\":[\"d2\"]}");
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, a, NULL, NULL), 0);
+    assert_int_equal(diffs, 0);
+    /* B drops the lookup: A, which cached it, now accepts pkg::x. */
+    assert_int_equal(kvfts_set_config(b, S("{}")), 0);
+    assert_int_equal(kvfts_put(NULL, a, S("pkg::x"), S("{\"a\":1}"), 0),
+                     KVFTS_OK);
+    assert_doc(a, "pkg::x", "{\"a\":1}");
+    kvfts_close(b);
+}
+
+/* Lookup values are whole strings: a NUL (written \u0000) would cut the
+ * value short and make "a\u0000b" collide with "a" (issue 13, 4).  It is
+ * refused with a clear message, before anything is written. */
+static void test_lookup_value_nul(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    assert_int_equal(kvfts_set_config(db, S("{\"lookups\":[{\"name\":\"cust\","
+                                            "\"path\":\"c\",\"unique\":true}]}")),
+                     0);
+    assert_int_equal(kvfts_put(NULL, db, S("k1"), S("{\"c\":\"a\"}"), 0), 0);
+    assert_int_equal(kvfts_put(NULL, db, S("k2"), S("{\"c\":\"a\\u0000b\"}"),
+                               0), KVFTS_EINVAL);
+    assert_msg(db, "NUL");
+    assert_doc(db, "k2", NULL);
+    assert_lookup(db, "cust", "a", "{\"ref\":\"k1\"}");
+    /* A field that is no lookup may hold a NUL. */
+    assert_int_equal(kvfts_put(NULL, db, S("k3"), S("{\"t\":\"a\\u0000b\"}"),
+                               0), 0);
+    /* A config whose new lookup would meet a NUL changes nothing. */
+    assert_int_equal(kvfts_set_config(db, S("{\"lookups\":[{\"name\":\"tt\","
+                                            "\"path\":\"t\"}]}")), KVFTS_EINVAL);
+    assert_msg(db, "NUL");
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, db, NULL, NULL), 0);
+    assert_int_equal(diffs, 0);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -706,6 +776,8 @@ int main(void)
         T(test_batch_split),
         T(test_corrupt_record),
         T(test_checkpoint_failure_after_commit),
+        T(test_stale_config_two_handles),
+        T(test_lookup_value_nul),
     };
     return cmocka_run_group_tests_name("unit.api", tests, NULL, NULL);
 }
