@@ -104,13 +104,19 @@ static void *worker_main(void *arg)
         pthread_cond_signal(&w->not_full);
         pthread_mutex_unlock(&w->mu);
         int rc = KVFTS_OK;
+        bool analysis = !j->fn;
         if (j->fn)
             j->fn(j->arg);       /* reports through its own state */
         else if (!skip)
             rc = idx_shard_doc(me->shard, j->docid, j->old_json, j->old_len,
                                j->new_json, j->new_len, &err);
         kv_free(j);
-        atomic_store(&me->bytes, idx_shard_bytes(me->shard));
+        /* Only after its own analysis: a flush's job (fn) is waited for
+         * through its own state, so once it returns the caller may reset
+         * this shard -- reading it then was a data race (ThreadSanitizer,
+         * unit.threads), and stored a stale size over the reset's 0. */
+        if (analysis)
+            atomic_store(&me->bytes, idx_shard_bytes(me->shard));
         pthread_mutex_lock(&w->mu);
         if (rc && !w->failed) {
             w->failed = true;
