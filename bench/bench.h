@@ -1,6 +1,6 @@
 /*
  * bench/bench.h -- the internal header of kvfts-bench, the side-by-side
- * benchmark of kvfts and SQLite FTS5 (DESIGN.md §8, issue 6).  One header
+ * benchmark of kvfts and SQLite FTS5 (README "Benchmarks", issue 6).  One header
  * for the harness's files, in "interface to bench_X.c" sections:
  *
  *   kvfts_bench.c   main: options, finding the bench/ directory and the

@@ -1,6 +1,6 @@
 /*
  * kvfts_bench.c -- kvfts-bench (also `kvfts bench`): kvfts against SQLite
- * FTS5, side by side, on real corpora (DESIGN.md §8, issue 6).
+ * FTS5, side by side, on real corpora (README "Benchmarks", issue 6).
  *
  *   kvfts-bench --corpus NAME [options]    one corpus: load, size, memory,
  *                                          query latency, match sets

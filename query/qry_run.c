@@ -14,7 +14,7 @@
  *
  * Every match is visited even when only the top k is wanted: the exact total
  * is part of the answer (kvfts_results_total).  Block-max pruning would skip
- * scoring, not counting; it is left for later (README "Query evaluation").
+ * scoring, not counting; it is left for later.
  */
 #include "qry_int.h"
 
