@@ -145,8 +145,16 @@ static int check_auto_prefix(kvfts_db *db, const char *prefix, size_t plen,
 
 /* ---- steps 2 and 3: in the transaction --------------------------------- */
 
+/* A refusal: the write changed nothing, the transaction is intact. */
+static bool refused(int rc)
+{
+    return rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
+           rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
+}
+
 static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
 {
+    bool writing = false;     /* past the last check: nothing refuses */
     kv_buf autok = KV_BUF_INIT;
     const char *key = r->key;
     size_t klen = r->key_len;
@@ -237,6 +245,7 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
         }
     }
     /* From here on nothing refuses: a failure rolls back. */
+    writing = true;
     if (r->auto_prefix) {
         int64_t now;
         rc = kv_counter_incr(txn, r->auto_prefix, r->auto_len, 1, NULL, &now,
@@ -273,14 +282,11 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
     }
 done:
     kv_buf_free(&autok);
+    /* A status that reads as a refusal, after writing began, is not one:
+     * the batch must roll back (kv_err keeps the message). */
+    if (writing && refused(rc))
+        rc = err->code = KVFTS_ERROR;
     return rc;
-}
-
-/* A refusal: the write changed nothing, the transaction is intact. */
-static bool refused(int rc)
-{
-    return rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
-           rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
 }
 
 /* A bounded amount of merge work, each step its own transaction: up to
@@ -706,10 +712,17 @@ static int tmpl_leaf(void *payload, const char *path, size_t path_len,
         return KVFTS_OK;
     for (size_t i = 0; i < t->nfields; i++) {
         size_t fl = t->end[i] - t->start[i] - 2;
-        if (t->found[i] || fl != path_len ||
+        if (fl != path_len ||
             memcmp(t->text + t->start[i] + 1, path, path_len) != 0)
             continue;
-        t->found[i] = true;   /* the first value wins (arrays) */
+        /* A second value at the path (an array's): no one key, and taking
+         * the first would make different documents one. */
+        if (t->found[i])
+            return kv_seterr(t->err, KVFTS_EINVAL, "key template '%.*s': "
+                             "the document has more than one value at "
+                             "'%.*s' (an array); a key takes one",
+                             (int)t->len, t->text, (int)path_len, path);
+        t->found[i] = true;
         int rc = kv_buf_append(&t->val[i], value, value_len, t->err);
         if (rc)
             return rc;

@@ -156,6 +156,8 @@ int kv_lookup_update(kv_txn *txn, const char *key, size_t klen,
                            (int)(cur.len > 250 ? 250 : cur.len), cur.data);
         }
     }
+    if (rc)
+        goto out;             /* refused (or failed) before any write */
     /* 2. Remove what the old version had and the new one has not. */
     for (size_t i = 0; i < nold && !rc; i++) {
         const char *lk = old_vals->keys.data + old_vals->offs[i];
@@ -174,6 +176,10 @@ int kv_lookup_update(kv_txn *txn, const char *key, size_t klen,
             continue;
         rc = kv_put(txn, KV_LOOKUPS, lk, strlen(lk), key, klen, err);
     }
+    /* After the first write nothing is a refusal: the caller rolls back. */
+    if (rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS || rc == KVFTS_ENOTFOUND)
+        rc = err->code = KVFTS_ERROR;
+out:
     kv_buf_free(&cur);
     return rc;
 }
