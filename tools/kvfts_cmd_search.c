@@ -1,13 +1,13 @@
 /*
  * kvfts_cmd_search.c -- `kvfts search QUERY`: run a query and print the hits.
  *
- * Output (README "kvfts search"):
+ * Output (README "The kvfts command"):
  *   default     one JSON line per hit, {"key":K,"score":S,"doc":{...}}, in
  *               rank order, then a last line {"total":N} with the exact
  *               number of matching documents (all pages);
  *   --keys      {"key":K,"score":S} lines (documents are not read), then
  *               {"total":N};
- *   --count     one line {"count":N} (no scoring, no reading);
+ *   --count     only the line {"total":N} (no scoring, no reading);
  *   --format table
  *               a table for people: rank, key, score and an excerpt of the
  *               document (around the first query word found in a string
@@ -173,47 +173,41 @@ static size_t term_width(void)
 
 /* ---- the command --------------------------------------------------------- */
 
+static const struct option search_opts[] = {
+    { "limit", required_argument, NULL, 'l' },
+    { "offset", required_argument, NULL, 'o' },
+    { "count", no_argument, NULL, 'c' },
+    { "keys", no_argument, NULL, 'k' },
+    { "format", required_argument, NULL, 'f' },
+    { "sort", required_argument, NULL, 's' },
+    { "query-file", required_argument, NULL, 'q' },
+    { "db", required_argument, NULL, 'd' },
+    { NULL, 0, NULL, 0 }
+};
+
+static int search_run(int argc, char **argv);
+
 int cmd_search(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "limit", required_argument, NULL, 'l' },
-        { "offset", required_argument, NULL, 'o' },
-        { "count", no_argument, NULL, 'c' },
-        { "keys", no_argument, NULL, 'k' },
-        { "format", required_argument, NULL, 'f' },
-        { "sort", required_argument, NULL, 's' },
-        { "query-file", required_argument, NULL, 'q' },
-        { "db", required_argument, NULL, 'd' },
-        { NULL, 0, NULL, 0 }
-    };
+    /* A query may start with '-' ("-cat fox"): every argument that is not
+     * an option (or an option's value) is positional. */
+    char **av = tool_args(&argc, argv, search_opts, "d:");
+    if (!av)
+        return tool_error(EXIT_ERR, "search: out of memory");
+    int code = search_run(argc, av);
+    free(av);
+    return code;
+}
+
+static int search_run(int argc, char **argv)
+{
+    const struct option *opts = search_opts;
     tool_common c = { NULL };
     kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
     bool table = false;
     const char *qfile = NULL;
     uint64_t u;
     int o;
-    /* A query may start with '-' ("-cat fox"): an argument with one leading
-     * '-' other than -d is the query, taken out before getopt sees it. */
-    const char *neg_query = NULL;
-    int nargs = 0;
-    bool dashdash = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        dashdash |= strcmp(a, "--") == 0;
-        bool takes = i > 0 && (!strcmp(argv[i - 1], "-d") ||
-                               !strcmp(argv[i - 1], "--db") ||
-                               !strcmp(argv[i - 1], "--limit") ||
-                               !strcmp(argv[i - 1], "--offset") ||
-                               !strcmp(argv[i - 1], "--format") ||
-                               !strcmp(argv[i - 1], "--sort"));
-        if (i > 0 && !takes && !dashdash && a[0] == '-' && a[1] &&
-            a[1] != '-' && strcmp(a, "-d") != 0 && !neg_query) {
-            neg_query = a;
-            continue;
-        }
-        argv[nargs++] = argv[i];
-    }
-    argc = nargs;
     while ((o = getopt_long(argc, argv, "d:", opts, NULL)) != -1) {
         switch (o) {
         case 'd':
@@ -256,7 +250,7 @@ int cmd_search(int argc, char **argv)
             return tool_bad_option("search", argv);
         }
     }
-    if (argc - optind != (!neg_query && !qfile))
+    if (argc - optind != (qfile ? 0 : 1))
         return tool_error(EXIT_USAGE, "search: give one QUERY (quote it), "
                           "or --query-file FILE");
     /* A query too long for a command line (Linux takes 128 KiB a word)
@@ -270,7 +264,7 @@ int cmd_search(int argc, char **argv)
         while (qlen && (qbuf[qlen - 1] == '\n' || qbuf[qlen - 1] == '\r'))
             qbuf[--qlen] = '\0';
     }
-    const char *q = qbuf ? qbuf : neg_query ? neg_query : argv[optind];
+    const char *q = qbuf ? qbuf : argv[optind];
     if (!qbuf)
         qlen = strlen(q);
     kvfts_db *db;
@@ -289,7 +283,7 @@ int cmd_search(int argc, char **argv)
     }
     uint64_t total = kvfts_results_total(r);
     if (so.count_only) {
-        printf("{\"count\":%" PRIu64 "}\n", total);
+        printf("{\"total\":%" PRIu64 "}\n", total);
     } else {
         const char *key, *doc;
         size_t dl;

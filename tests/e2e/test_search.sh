@@ -42,9 +42,9 @@ expect_stdout_contains '{"total":1}'
 expect_exit 3 kv search wolf
 expect_stdout '{"total":0}'
 expect_exit 0 kv search wolf --count
-expect_stdout '{"count":0}'
+expect_stdout '{"total":0}'
 expect_exit 0 kv search 'fox OR wolf' --count
-expect_stdout '{"count":2}'
+expect_stdout '{"total":2}'
 
 # Bad queries: exit 2 with the position.
 expect_error 2 "query: unbalanced '(' at 6" kv search 'quick (fox'
@@ -82,14 +82,14 @@ for spec in \
     q=${spec%%|*}
     want=$(count_awk "${spec#*|}")
     expect_exit 0 kv search "$q" --count
-    expect_eq "count '$q'" "$(json_num count)" "$want"
+    expect_eq "count '$q'" "$(json_num total)" "$want"
     expect_exit 0 kv search "$q" --keys --limit 0
     expect_eq "total '$q'" "$(json_num total "$(tail -1 <<<"$OUT")")" "$want"
     expect_eq "hits '$q'" "$(($(wc -l <<<"$OUT") - 1))" "$want"
 done
 # n is a number: a keyword term under its path only
 expect_exit 0 kv search 'n:3' --count
-expect_eq "n:3" "$(json_num count)" "$(awk '/"n":3}/ { n++ } END { print n + 0 }' "$T_DIR/c.jsonl")"
+expect_eq "n:3" "$(json_num total)" "$(awk '/"n":3}/ { n++ } END { print n + 0 }' "$T_DIR/c.jsonl")"
 
 # Paging: offset + limit walk the same ranking as one big page.
 expect_exit 0 kv search 'alpha OR beta' --keys --limit 0
