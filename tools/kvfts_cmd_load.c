@@ -26,6 +26,7 @@
 #include <getopt.h>
 #include <search.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,6 +62,22 @@ static bool line_at_fault(int rc)
            rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
 }
 
+/* Whether reading the next line could wait for input: nothing left in
+ * the stream's buffer (glibc's fields; elsewhere assumed empty) and
+ * nothing ready on its descriptor.  A load never holds its write
+ * transaction while it waits for input (a FIFO or a pipe that pauses): it
+ * commits first, so other writers are not blocked meanwhile (issue 13,
+ * item 11).  A regular file is always ready: its loads commit as before. */
+static bool input_may_wait(FILE *in)
+{
+#ifdef __GLIBC__
+    if (in->_IO_read_ptr < in->_IO_read_end)
+        return false;
+#endif
+    struct pollfd p = { fileno(in), POLLIN, 0 };
+    return poll(&p, 1, 0) == 0;
+}
+
 static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
                     uint64_t total_bytes)
 {
@@ -83,7 +100,18 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
     const char *fname = o->file;
     size_t tlen = o->key_template ? strlen(o->key_template) : 0;
     size_t plen = o->auto_prefix ? strlen(o->auto_prefix) : 0;
-    while ((n = getline(&line, &cap, in)) != -1) {
+    for (;;) {
+        if (kvfts_batch_pending(b) > 0 && input_may_wait(in)) {
+            rc = kvfts_batch_commit(b);
+            if (rc) {
+                code = tool_fail(db, rc, "load: commit");
+                loaded = committed;
+                goto out;
+            }
+            committed = loaded;
+        }
+        if ((n = getline(&line, &cap, in)) == -1)
+            break;
         if (tool_interrupted())     /* Ctrl-C or kill: stop at this line */
             break;
         lineno++;
