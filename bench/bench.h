@@ -1,6 +1,7 @@
 /*
  * bench/bench.h -- the internal header of kvfts-bench, the side-by-side
- * benchmark of kvfts, SQLite FTS5 and Xapian (issues 6 and 15).  One header
+ * benchmark of kvfts, SQLite FTS5 and Xapian (README "Benchmarks", issues 6
+ * and 15).  One header
  * for the harness's files, in "interface to bench_X.c" sections:
  *
  *   kvfts_bench.c   main: options, finding the bench/ directory and the

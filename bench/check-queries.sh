@@ -111,7 +111,7 @@ EOF
 # The count, or the error message (a failing engine does not stop us).
 kvfts_count() {
     { KVFTS_DB=$db "$kvfts" search "$1" --count 2>&1 || true; } | jq -Rr \
-        'fromjson? // . | if type == "object" then .count else . end'
+        'fromjson? // . | if type == "object" then .total else . end'
 }
 
 fts5_count() {

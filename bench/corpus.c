@@ -1,7 +1,7 @@
 /*
  * corpus.c -- kvfts-corpus: turn real texts on this machine (and one
  * synthetic generator) into the JSON Lines corpora of the benchmark
- * (issue 6, DESIGN.md §8).  bench/corpus.sh drives it and caches the output;
+ * (issue 6, README "Benchmarks").  bench/corpus.sh drives it and caches the output;
  * bench/corpora/NAME.json says how each corpus is loaded and indexed.
  *
  *   kvfts-corpus gcide [DICT_DZ INDEX]   one document per dictionary entry

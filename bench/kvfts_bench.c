@@ -1,6 +1,6 @@
 /*
  * kvfts_bench.c -- kvfts-bench (also `kvfts bench`): kvfts against SQLite
- * FTS5 and Xapian, side by side, on real corpora (issues 6 and 15).
+ * FTS5 and Xapian, side by side, on real corpora (README "Benchmarks").
  *
  *   kvfts-bench --corpus NAME [options]    one corpus: load, size, memory,
  *                                          query latency, match sets

@@ -10,6 +10,23 @@
  *  - Out-parameters come first.  The caller owns what it passes in and every
  *    `**out` result, freed with the matching *_free function or kvfts_free().
  *  - Text is passed as a pointer and a length; it need not be NUL-terminated.
+ *
+ * Threads, per object (as lmdb.h says it):
+ *  - kvfts_db: one thread at a time (hand it over with a mutex or a join).
+ *    Any number of handles may be open at once in one process, on one or
+ *    several databases, each in its own thread; they share the database's
+ *    environment, and their calls need no lock of the caller's.  Messages
+ *    (kvfts_errmsg, kvfts_warning) are the handle's own.
+ *  - kvfts_batch: belongs to its kvfts_db: the thread using the handle uses
+ *    the batch.  Its analysis runs in worker threads of its own (one per
+ *    core but the caller's, KVFTS_WORKERS=N to choose), invisible to the
+ *    caller: they are joined before kvfts_batch_free() returns.
+ *  - kvfts_results, kvfts_docs, kvfts_terms: plain memory once returned;
+ *    they may be read in any one thread at a time, also after the handle
+ *    that made them is closed.
+ *  - kvfts_strerror() and the option initializers: any thread.
+ *  kvfts_open() opens descriptors 0-2 on /dev/null if they are closed, so
+ *  that no database file takes one of them (output would land in it).
  */
 #ifndef KVFTS_H
 #define KVFTS_H
@@ -234,8 +251,12 @@ typedef struct kvfts_batch kvfts_batch;
 
 /** Start a batch on @p db.  Writes through the batch are applied at once in
  *  one open transaction and become durable and visible together at
- *  kvfts_batch_commit().  A failed kvfts_batch_write() changes nothing and
- *  leaves the batch usable.  Don't use @p db for other writes meanwhile.
+ *  kvfts_batch_commit().  A kvfts_batch_write() that fails with any status
+ *  but KVFTS_EROLLBACK was refused before it wrote anything: nothing
+ *  changed and the batch goes on.  KVFTS_EROLLBACK (a failure after the
+ *  write began: disk full, out of memory, a damaged record) means the whole
+ *  batch since its last commit was rolled back; the batch is empty and
+ *  usable again.  Don't use @p db for other writes meanwhile.
  *  @param[out] out  caller owns; kvfts_batch_free() (aborts if uncommitted). */
 KVFTS_EXTERN(int) kvfts_batch_begin(kvfts_batch **out, kvfts_db *db);
 
@@ -248,7 +269,8 @@ KVFTS_EXTERN(int) kvfts_batch_write(kvfts_batch *b, kvfts_write_mode mode,
  *  "{path}" in it is replaced by the scalar at that dotted path of the
  *  document (a string as is, a number or boolean as written), e.g.
  *  "pkg::{package}" or "{id}".  The key is taken in the same pass that
- *  validates the JSON.  A missing value is KVFTS_EINVAL.
+ *  validates the JSON.  A missing value is KVFTS_EINVAL, and so is more
+ *  than one value at a path (an array of several): a key takes one.
  *  @param[out] key_out  may be NULL; else caller owns, kvfts_free(). */
 KVFTS_EXTERN(int) kvfts_batch_write_template(char **key_out, kvfts_batch *b,
                                kvfts_write_mode mode,

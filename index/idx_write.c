@@ -151,6 +151,7 @@ static void *worker_main(void *arg)
         pthread_cond_signal(&w->not_full);
         pthread_mutex_unlock(&w->mu);
         int rc = KVFTS_OK;
+        bool analysis = !j->fn;
         if (j->fn)
             j->fn(j->arg);       /* reports through its own state */
         for (unsigned i = 0; !skip && !rc && i < j->n; i++) {
@@ -167,7 +168,13 @@ static void *worker_main(void *arg)
                 rc = encode_rec(me, g, d, &err);
         }
         job_free(j);
-        atomic_store(&me->bytes, idx_shard_bytes(me->shard) + me->recs.len);
+        /* Only after its own analysis: a flush's job (fn) is waited for
+         * through its own state, so once it returns the caller may reset
+         * this shard -- reading it then was a data race (ThreadSanitizer,
+         * unit.threads), and stored a stale size over the reset's 0. */
+        if (analysis)
+            atomic_store(&me->bytes,
+                         idx_shard_bytes(me->shard) + me->recs.len);
         pthread_mutex_lock(&w->mu);
         if (rc && !w->failed) {
             w->failed = true;

@@ -110,8 +110,10 @@ static int prepare(kvfts_db *db, const char *key, size_t key_len,
 {
     int rc;
     if (key) {
-        rc = kv_key_check(key, key_len, db->cfg.lookup_names,
-                          db->cfg.nlookups, err);
+        /* Its form only: the reserved lookup prefixes are checked in the
+         * transaction, against the config it reads (write_doc), not the
+         * handle's cached one, which another handle may have changed. */
+        rc = kv_key_check(key, key_len, NULL, 0, err);
         if (rc)
             return rc;
     }
@@ -137,14 +139,22 @@ static int check_auto_prefix(kvfts_db *db, const char *prefix, size_t plen,
                          "auto-key prefix of %zu bytes is too long", plen);
     memcpy(probe, prefix, plen);
     memcpy(probe + plen, "::1", 3);
-    return kv_key_check(probe, plen + 3, db->cfg.lookup_names,
-                        db->cfg.nlookups, err);
+    (void)db;   /* the lookup prefixes: in the transaction (write_doc) */
+    return kv_key_check(probe, plen + 3, NULL, 0, err);
 }
 
 /* ---- steps 2 and 3: in the transaction --------------------------------- */
 
+/* A refusal: the write changed nothing, the transaction is intact. */
+static bool refused(int rc)
+{
+    return rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
+           rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
+}
+
 static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
 {
+    bool writing = false;     /* past the last check: nothing refuses */
     kv_buf autok = KV_BUF_INIT;
     const char *key = r->key;
     size_t klen = r->key_len;
@@ -247,6 +257,7 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
         }
     }
     /* From here on nothing refuses: a failure rolls back. */
+    writing = true;
     if (r->auto_prefix) {
         int64_t now;
         rc = kv_counter_incr(txn, r->auto_prefix, r->auto_len, 1, NULL, &now,
@@ -294,14 +305,11 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
     }
 done:
     kv_buf_free(&autok);
+    /* A status that reads as a refusal, after writing began, is not one:
+     * the batch must roll back (kv_err keeps the message). */
+    if (writing && refused(rc))
+        rc = err->code = KVFTS_ERROR;
     return rc;
-}
-
-/* A refusal: the write changed nothing, the transaction is intact. */
-static bool refused(int rc)
-{
-    return rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
-           rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
 }
 
 /* A bounded amount of merge work, each step its own transaction: up to
@@ -727,10 +735,17 @@ static int tmpl_leaf(void *payload, const char *path, size_t path_len,
         return KVFTS_OK;
     for (size_t i = 0; i < t->nfields; i++) {
         size_t fl = t->end[i] - t->start[i] - 2;
-        if (t->found[i] || fl != path_len ||
+        if (fl != path_len ||
             memcmp(t->text + t->start[i] + 1, path, path_len) != 0)
             continue;
-        t->found[i] = true;   /* the first value wins (arrays) */
+        /* A second value at the path (an array's): no one key, and taking
+         * the first would make different documents one. */
+        if (t->found[i])
+            return kv_seterr(t->err, KVFTS_EINVAL, "key template '%.*s': "
+                             "the document has more than one value at "
+                             "'%.*s' (an array); a key takes one",
+                             (int)t->len, t->text, (int)path_len, path);
+        t->found[i] = true;
         int rc = kv_buf_append(&t->val[i], value, value_len, t->err);
         if (rc)
             return rc;

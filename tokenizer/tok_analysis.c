@@ -178,7 +178,16 @@ static int cfg_leaf(void *payload, const char *path, size_t plen,
         return kv_seterr(err, KVFTS_EINVAL,
                          "config \"analysis.fields\": must be an object of "
                          "field path -> analyzer name");
-    if (kl > 7 && memcmp(k, "fields.", 7) == 0) {
+    if (kl >= 7 && memcmp(k, "fields.", 7) == 0) {
+        if (kl == 7)
+            return kv_seterr(err, KVFTS_EINVAL, "config \"analysis.fields\": "
+                             "a field path may not be empty");
+        if (key_is(k + 7, kl - 7, TOK_ALL_FIELD))
+            return kv_seterr(err, KVFTS_EINVAL, "config \"analysis.fields."
+                             TOK_ALL_FIELD "\": the catch-all field has no "
+                             "analyzer of its own (it uses \"analysis."
+                             "default\" when that is a text analyzer, else "
+                             "standard)");
         rc = want(c, type, KV_JSON_STRING, path, plen);
         if (rc)
             return rc;

@@ -1,5 +1,5 @@
 /*
- * tok_text.c -- one analyzer: text in, terms out (DESIGN.md §3).
+ * tok_text.c -- one analyzer: text in, terms out (README "Analysis").
  *
  * The rule.  A value is cut into runs: maximal sequences of code points whose
  * Unicode general category is L* (letters), N* (numbers), M* (marks) or Co

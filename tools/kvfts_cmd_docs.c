@@ -379,38 +379,29 @@ int cmd_get(int argc, char **argv)
     return code;
 }
 
+static const struct option incr_opts[] = {
+    { "initial", required_argument, NULL, 'i' },
+    { "delta", required_argument, NULL, 'D' },
+    { "db", required_argument, NULL, 'd' },
+    { NULL, 0, NULL, 0 }
+};
+
+static int incr_run(int argc, char **av);
+
 int cmd_incr(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "initial", required_argument, NULL, 'i' },
-        { "delta", required_argument, NULL, 'D' },
-        { "db", required_argument, NULL, 'd' },
-        { NULL, 0, NULL, 0 }
-    };
-    /* A negative DELTA ("-5") is not an option: pass it as --delta=-5. */
-    char **av = malloc((size_t)(argc + 1) * sizeof *av);
-    char *dbuf = NULL;
+    /* A negative DELTA ("-5") is positional, not an option. */
+    char **av = tool_args(&argc, argv, incr_opts, "d:");
     if (!av)
         return tool_error(EXIT_ERR, "incr: out of memory");
-    for (int i = 0; i < argc; i++) {
-        int64_t v;
-        av[i] = argv[i];
-        /* ... unless it is the value of the option before it. */
-        bool is_value = i > 1 && (strcmp(argv[i - 1], "--initial") == 0 ||
-                                  strcmp(argv[i - 1], "--delta") == 0 ||
-                                  strcmp(argv[i - 1], "--db") == 0 ||
-                                  strcmp(argv[i - 1], "-d") == 0);
-        if (i > 0 && !is_value && argv[i][0] == '-' &&
-            tool_parse_i64(argv[i], &v) && !dbuf) {
-            size_t n = strlen(argv[i]) + 9;
-            dbuf = malloc(n);
-            if (dbuf) {
-                snprintf(dbuf, n, "--delta=%s", argv[i]);
-                av[i] = dbuf;
-            }
-        }
-    }
-    av[argc] = NULL;
+    int code = incr_run(argc, av);
+    free(av);
+    return code;
+}
+
+static int incr_run(int argc, char **av)
+{
+    const struct option *opts = incr_opts;
     tool_common c = { NULL };
     int64_t delta = 1, initial = 0;
     bool has_initial = false, has_delta = false;
@@ -458,18 +449,31 @@ int cmd_incr(int argc, char **argv)
         }
     }
     kvfts_close(db);
-    free(dbuf);
+    return code;
+}
+
+static const struct option lookup_opts[] = {
+    { "ref", no_argument, NULL, 'r' },
+    { "db", required_argument, NULL, 'd' },
+    { NULL, 0, NULL, 0 }
+};
+
+static int lookup_run(int argc, char **argv);
+
+int cmd_lookup(int argc, char **argv)
+{
+    /* A VALUE may start with '-' ("-5"): it is positional, as incr's DELTA. */
+    char **av = tool_args(&argc, argv, lookup_opts, "d:");
+    if (!av)
+        return tool_error(EXIT_ERR, "lookup: out of memory");
+    int code = lookup_run(argc, av);
     free(av);
     return code;
 }
 
-int cmd_lookup(int argc, char **argv)
+static int lookup_run(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "ref", no_argument, NULL, 'r' },
-        { "db", required_argument, NULL, 'd' },
-        { NULL, 0, NULL, 0 }
-    };
+    const struct option *opts = lookup_opts;
     tool_common c = { NULL };
     bool ref_only = false;
     int o;

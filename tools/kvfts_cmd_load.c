@@ -26,6 +26,7 @@
 #include <getopt.h>
 #include <search.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,11 +51,31 @@ static bool blank(const char *s, size_t n)
     return true;
 }
 
-/* A refusal of one document leaves the batch usable. */
-static bool doc_refused(int rc)
+/* Whether the batch is intact is its own status: a write that fails with
+ * anything but KVFTS_EROLLBACK changed nothing (kvfts.h).  Which of those
+ * refusals are the line's fault, for --skip-bad, is a question of its own:
+ * bad JSON or key, an existing key (add), a missing one (replace), a CAS or
+ * unique-lookup conflict -- not the system's (out of memory, busy, I/O). */
+static bool line_at_fault(int rc)
 {
     return rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS ||
            rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
+}
+
+/* Whether reading the next line could wait for input: nothing left in
+ * the stream's buffer (glibc's fields; elsewhere assumed empty) and
+ * nothing ready on its descriptor.  A load never holds its write
+ * transaction while it waits for input (a FIFO or a pipe that pauses): it
+ * commits first, so other writers are not blocked meanwhile (issue 13,
+ * item 11).  A regular file is always ready: its loads commit as before. */
+static bool input_may_wait(FILE *in)
+{
+#ifdef __GLIBC__
+    if (in->_IO_read_ptr < in->_IO_read_end)
+        return false;
+#endif
+    struct pollfd p = { fileno(in), POLLIN, 0 };
+    return poll(&p, 1, 0) == 0;
 }
 
 static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
@@ -79,7 +100,18 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
     const char *fname = o->file;
     size_t tlen = o->key_template ? strlen(o->key_template) : 0;
     size_t plen = o->auto_prefix ? strlen(o->auto_prefix) : 0;
-    while ((n = getline(&line, &cap, in)) != -1) {
+    for (;;) {
+        if (kvfts_batch_pending(b) > 0 && input_may_wait(in)) {
+            rc = kvfts_batch_commit(b);
+            if (rc) {
+                code = tool_fail(db, rc, "load: commit");
+                loaded = committed;
+                goto out;
+            }
+            committed = loaded;
+        }
+        if ((n = getline(&line, &cap, in)) == -1)
+            break;
         if (tool_interrupted())     /* Ctrl-C or kill: stop at this line */
             break;
         lineno++;
@@ -99,7 +131,7 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
             loaded++;
         } else if (rc == KVFTS_EEXISTS && o->resume) {
             existing++;       /* refused before any write: batch intact */
-        } else if (doc_refused(rc)) {
+        } else if (rc != KVFTS_EROLLBACK && line_at_fault(rc)) {
             long long pos = kvfts_errpos(db);
             if (pos >= 0)
                 tool_error(0, "load: %s:%" PRIu64 ":%lld: %s", fname, lineno,
@@ -112,6 +144,12 @@ static int run_load(kvfts_db *db, const load_opts *o, FILE *in,
                 break;
             }
             skipped++;
+        } else if (rc != KVFTS_EROLLBACK) {
+            /* Refused for the system's reasons: the batch is intact, so
+             * the lines before this one are committed below; stop here. */
+            code = tool_error(tool_exit_code(rc), "load: %s:%" PRIu64 ": %s",
+                              fname, lineno, kvfts_errmsg(db));
+            break;
         } else {
             /* The batch was rolled back: what was committed stays. */
             code = tool_fail(db, rc, "load");
@@ -266,6 +304,13 @@ int cmd_load(int argc, char **argv)
     if (!in) {
         free(id_tmpl);
         return tool_error(EXIT_NOTFOUND, "load: %s: cannot open", o.file);
+    }
+    code = tool_check_regular(in, o.file);
+    if (code) {
+        if (in != stdin)
+            fclose(in);
+        free(id_tmpl);
+        return code;
     }
     uint64_t total = 0;
     struct stat st;
@@ -484,6 +529,11 @@ int cmd_debian_catalog(int argc, char **argv)
         if (!t)
             return tool_error(EXIT_NOTFOUND, "debian-catalog: %s: cannot "
                               "open", trans);
+        int bad = tool_check_regular(t, trans);
+        if (bad) {
+            fclose(t);
+            return bad;
+        }
         size_t nt = 0;
         int r = hcreate(400000) ? read_stanzas(t, add_translation, &nt) : -1;
         fclose(t);
@@ -497,6 +547,12 @@ int cmd_debian_catalog(int argc, char **argv)
     if (!in)
         return tool_error(EXIT_NOTFOUND, "debian-catalog: %s: cannot open",
                           path);
+    int bad = tool_check_regular(in, path);
+    if (bad) {
+        if (in != stdin)
+            fclose(in);
+        return bad;
+    }
     int r = read_stanzas(in, emit_package, &st);
     if (in != stdin)
         fclose(in);

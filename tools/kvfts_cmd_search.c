@@ -1,17 +1,17 @@
 /*
  * kvfts_cmd_search.c -- `kvfts search QUERY`: run a query and print the hits.
  *
- * Output (README "kvfts search"):
+ * Output (README "The kvfts command"):
  *   default     one JSON line per hit, {"key":K,"score":S,"doc":{...}}, in
  *               rank order, then a last line {"total":N} with the exact
  *               number of matching documents (all pages);
  *   --keys      {"key":K,"score":S} lines (documents are not read), then
  *               {"total":N};
- *   --count     one line {"count":N} (no scoring, no reading);
+ *   --count     only the line {"total":N} (no scoring, no reading);
  *   partial     when a bound (--time-limit MS, --mem-limit BYTES[K|M|G], or
  *               the KVFTS_SEARCH_TIME_MS / KVFTS_SEARCH_MEM environment)
  *               cut the search, the last line also has "partial":true:
- *               {"total":N,"partial":true}, {"count":N,"partial":true};
+ *               {"total":N,"partial":true};
  *               with --exact the search fails instead (exit status 1);
  *   --format table
  *               a table for people: rank, key, score and an excerpt of the
@@ -201,52 +201,44 @@ static bool parse_size(const char *s, size_t *out)
 }
 
 
+static const struct option search_opts[] = {
+    { "limit", required_argument, NULL, 'l' },
+    { "offset", required_argument, NULL, 'o' },
+    { "count", no_argument, NULL, 'c' },
+    { "keys", no_argument, NULL, 'k' },
+    { "format", required_argument, NULL, 'f' },
+    { "sort", required_argument, NULL, 's' },
+    { "query-file", required_argument, NULL, 'q' },
+    { "db", required_argument, NULL, 'd' },
+    { "exact", no_argument, NULL, 'x' },
+    { "time-limit", required_argument, NULL, 't' },
+    { "mem-limit", required_argument, NULL, 'm' },
+    { NULL, 0, NULL, 0 }
+};
+
+static int search_run(int argc, char **argv);
+
 int cmd_search(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "limit", required_argument, NULL, 'l' },
-        { "offset", required_argument, NULL, 'o' },
-        { "count", no_argument, NULL, 'c' },
-        { "keys", no_argument, NULL, 'k' },
-        { "format", required_argument, NULL, 'f' },
-        { "sort", required_argument, NULL, 's' },
-        { "query-file", required_argument, NULL, 'q' },
-        { "db", required_argument, NULL, 'd' },
-        { "exact", no_argument, NULL, 'x' },
-        { "time-limit", required_argument, NULL, 't' },
-        { "mem-limit", required_argument, NULL, 'm' },
-        { NULL, 0, NULL, 0 }
-    };
+    /* A query may start with '-' ("-cat fox"): every argument that is not
+     * an option (or an option's value) is positional. */
+    char **av = tool_args(&argc, argv, search_opts, "d:");
+    if (!av)
+        return tool_error(EXIT_ERR, "search: out of memory");
+    int code = search_run(argc, av);
+    free(av);
+    return code;
+}
+
+static int search_run(int argc, char **argv)
+{
+    const struct option *opts = search_opts;
     tool_common c = { NULL };
     kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
     bool table = false;
     const char *qfile = NULL;
     uint64_t u;
     int o;
-    /* A query may start with '-' ("-cat fox"): an argument with one leading
-     * '-' other than -d is the query, taken out before getopt sees it. */
-    const char *neg_query = NULL;
-    int nargs = 0;
-    bool dashdash = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        dashdash |= strcmp(a, "--") == 0;
-        bool takes = i > 0 && (!strcmp(argv[i - 1], "-d") ||
-                               !strcmp(argv[i - 1], "--db") ||
-                               !strcmp(argv[i - 1], "--limit") ||
-                               !strcmp(argv[i - 1], "--offset") ||
-                               !strcmp(argv[i - 1], "--format") ||
-                               !strcmp(argv[i - 1], "--sort") ||
-                               !strcmp(argv[i - 1], "--time-limit") ||
-                               !strcmp(argv[i - 1], "--mem-limit"));
-        if (i > 0 && !takes && !dashdash && a[0] == '-' && a[1] &&
-            a[1] != '-' && strcmp(a, "-d") != 0 && !neg_query) {
-            neg_query = a;
-            continue;
-        }
-        argv[nargs++] = argv[i];
-    }
-    argc = nargs;
     /* Bounds from the environment, which the options override. */
     const char *env = getenv("KVFTS_SEARCH_TIME_MS");
     if (env && tool_parse_u64(env, &u) && u <= UINT32_MAX)
@@ -311,7 +303,7 @@ int cmd_search(int argc, char **argv)
             return tool_bad_option("search", argv);
         }
     }
-    if (argc - optind != (!neg_query && !qfile))
+    if (argc - optind != (qfile ? 0 : 1))
         return tool_error(EXIT_USAGE, "search: give one QUERY (quote it), "
                           "or --query-file FILE");
     /* A query too long for a command line (Linux takes 128 KiB a word)
@@ -325,7 +317,7 @@ int cmd_search(int argc, char **argv)
         while (qlen && (qbuf[qlen - 1] == '\n' || qbuf[qlen - 1] == '\r'))
             qbuf[--qlen] = '\0';
     }
-    const char *q = qbuf ? qbuf : neg_query ? neg_query : argv[optind];
+    const char *q = qbuf ? qbuf : argv[optind];
     if (!qbuf)
         qlen = strlen(q);
     kvfts_db *db;
@@ -345,7 +337,7 @@ int cmd_search(int argc, char **argv)
     uint64_t total = kvfts_results_total(r);
     const char *partial = kvfts_results_partial(r) ? ",\"partial\":true" : "";
     if (so.count_only) {
-        printf("{\"count\":%" PRIu64 "%s}\n", total, partial);
+        printf("{\"total\":%" PRIu64 "%s}\n", total, partial);
     } else {
         const char *key, *doc;
         size_t dl;

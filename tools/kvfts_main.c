@@ -8,9 +8,12 @@
  */
 #include "tool.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct command {
     const char *name;
@@ -83,7 +86,7 @@ static const command commands[] = {
       "  parentheses; NOT binds tighter than AND, AND than OR.  Prints\n"
       "  {\"key\":K,\"score\":S,\"doc\":{..}} per hit by BM25 rank (--keys: no\n"
       "  doc; --sort key: by key), then {\"total\":N}; --count prints\n"
-      "  {\"count\":N}.  --limit defaults to 10 (0: all).  Exit 3 when\n"
+      "  only {\"total\":N}.  --limit defaults to 10 (0: all).  Exit 3 when\n"
       "  nothing matches, 2 for a bad query.  A query has at most 10,000\n"
       "  words and 256 KiB (--query-file reads a long one).  A prefix may\n"
       "  expand to any number of terms; expanding it is bounded by\n"
@@ -165,8 +168,24 @@ static void usage(FILE *f)
                "CAS), 5 busy, 6 corrupt.\n");
 }
 
+/* Descriptors 0-2 open (on /dev/null if closed) before any file is: a
+ * command run with stdout closed must not print its results into a file of
+ * the database that took descriptor 1 (the library does the same). */
+static void std_fds_open(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+            int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
+}
+
 int main(int argc, char **argv)
 {
+    std_fds_open();
     opterr = 0;     /* the commands report bad options in one line */
     /* Global options before the command: -d DIR, --help, --version. */
     int i = 1;

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,6 +121,87 @@ int tool_bad_option(const char *cmd, char **argv)
                       "(see kvfts %s --help)", cmd, arg, cmd);
 }
 
+/* The entry of opts that "--NAME" or "--NAME=V" names: exact, or a
+ * unique prefix, as getopt_long() takes it; NULL if none or ambiguous. */
+static const struct option *long_opt(const struct option *opts,
+                                     const char *arg)
+{
+    const char *name = arg + 2;
+    size_t n = strcspn(name, "=");
+    const struct option *hit = NULL;
+    for (const struct option *o = opts; o->name; o++) {
+        if (strncmp(o->name, name, n) != 0)
+            continue;
+        if (strlen(o->name) == n)
+            return o;
+        if (hit)
+            return NULL;
+        hit = o;
+    }
+    return hit;
+}
+
+char **tool_args(int *argc, char **argv, const struct option *opts,
+                 const char *shortopts)
+{
+    int n = *argc;
+    char **out = malloc((size_t)(n + 2) * sizeof *out);
+    char **pos = malloc((size_t)(n + 1) * sizeof *pos);
+    if (!out || !pos) {
+        free(out);
+        free(pos);
+        return NULL;
+    }
+    int no = 0, np = 0;
+    bool rest = false, missing = false;
+    if (n > 0)
+        out[no++] = argv[0];
+    for (int i = 1; i < n; i++) {
+        const char *a = argv[i];
+        if (rest) {
+            pos[np++] = argv[i];
+        } else if (strcmp(a, "--") == 0) {
+            rest = true;
+        } else if (a[0] == '-' && a[1] == '-') {
+            out[no++] = argv[i];
+            const struct option *o = long_opt(opts, a);
+            if (o && o->has_arg == required_argument && !strchr(a, '=')) {
+                if (i + 1 < n)
+                    out[no++] = argv[++i];
+                else
+                    missing = true;
+            }
+        } else if (a[0] == '-' && a[1] && strchr(shortopts, a[1]) &&
+                   a[1] != ':') {
+            out[no++] = argv[i];
+            const char *c = strchr(shortopts, a[1]);
+            if (c[1] == ':' && !a[2]) {
+                if (i + 1 < n)
+                    out[no++] = argv[++i];
+                else
+                    missing = true;
+            }
+        } else {
+            pos[np++] = argv[i];   /* a word, "-", or "-5", "-cat" */
+        }
+    }
+    if (missing) {
+        /* The last option lacks its value: keep it last, with no "--" to
+         * be taken for the value, so getopt_long() reports it. */
+        memmove(out + 1 + np, out + 1, (size_t)(no - 1) * sizeof *out);
+        memcpy(out + 1, pos, (size_t)np * sizeof *out);
+        no += np;
+    } else {
+        out[no++] = "--";
+        for (int i = 0; i < np; i++)
+            out[no++] = pos[i];
+    }
+    out[no] = NULL;
+    free(pos);
+    *argc = no;
+    return out;
+}
+
 int tool_fail(kvfts_db *db, int status, const char *what)
 {
     const char *msg = db ? kvfts_errmsg(db) : "";
@@ -155,6 +237,14 @@ int tool_open(kvfts_db **out, const tool_common *c, bool create,
     return EXIT_OK;
 }
 
+int tool_check_regular(FILE *f, const char *path)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
+        return tool_error(EXIT_USAGE, "%s: is a directory, not a file", path);
+    return EXIT_OK;
+}
+
 int tool_read_file(char **out, size_t *len, const char *path)
 {
     *out = NULL;
@@ -162,6 +252,12 @@ int tool_read_file(char **out, size_t *len, const char *path)
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f)
         return tool_error(EXIT_NOTFOUND, "%s: %s", path, strerror(errno));
+    int code = tool_check_regular(f, path);
+    if (code) {
+        if (f != stdin)
+            fclose(f);
+        return code;
+    }
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap);
     while (buf) {

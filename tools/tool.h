@@ -12,6 +12,8 @@
 
 #include "kvfts.h"
 
+#include <getopt.h>
+
 /* Exit statuses: documented in README.md "The kvfts command". */
 enum {
     EXIT_OK = 0,
@@ -42,6 +44,17 @@ int tool_error(int code, const char *fmt, ...)
  *  argument getopt_long() just refused; returns EXIT_USAGE. */
 int tool_bad_option(const char *cmd, char **argv);
 
+/** For a command whose arguments may start with '-' (a query "-cat", a
+ *  DELTA "-5", a lookup VALUE "-5"): argv rearranged for getopt_long() so
+ *  that every argument that is neither one of @p opts / @p shortopts nor
+ *  the value of one that takes a value comes after a "--", in order.  The
+ *  options' own table decides which take a value, so no command keeps a
+ *  second list.  An unknown "--name" stays an option (getopt reports it).
+ *  Returns a malloc'd array of *argc + 2 entries (free() it, not its
+ *  strings) with *argc updated, or NULL when out of memory. */
+char **tool_args(int *argc, char **argv, const struct option *opts,
+                 const char *shortopts);
+
 /** Open the database named by -d / KVFTS_DB.  On failure prints the error
  *  and returns its exit status (non-zero); *out is then NULL. */
 int tool_open(kvfts_db **out, const tool_common *c, bool create,
@@ -52,7 +65,13 @@ int tool_open(kvfts_db **out, const tool_common *c, bool create,
 int tool_db_opts(int argc, char **argv, tool_common *c, uint64_t *limit,
                  const char *cmd);
 
-/** Read a whole file ("-" = stdin) into a malloc'd buffer. */
+/** EXIT_USAGE with "kvfts: PATH: is a directory, not a file" if @p f, just
+ *  opened from @p path, is a directory (read(2) would fail with EISDIR, a
+ *  "read error"); else EXIT_OK. */
+int tool_check_regular(FILE *f, const char *path);
+
+/** Read a whole file ("-" = stdin) into a malloc'd buffer; a directory is
+ *  EXIT_USAGE (tool_check_regular). */
 int tool_read_file(char **out, size_t *len, const char *path);
 
 /** Parse a signed/unsigned decimal, whole string; false if invalid. */

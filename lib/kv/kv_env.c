@@ -725,6 +725,7 @@ static int env_create(shared_env *sh, uint64_t cache, DB_ENV **out,
     env->set_cachesize(env, (u_int32_t)(cache >> 30),
                        (u_int32_t)(cache & ((1u << 30) - 1)), 1);
     env->set_lk_detect(env, DB_LOCK_DEFAULT);
+
     /* Locks: a write transaction locks the pages it writes, and every
      * transaction's write set is bounded (a batch's segment, a merge
      * step), so a table sized to a few batches suffices. */
@@ -1073,6 +1074,58 @@ static int shared_open(shared_env **out, const char *dir,
     return KVFTS_OK;
 }
 
+/* Another program's directory (a meta.db that is an SQLite file, or
+ * junk): refused before anything in it is touched -- no registry, no
+ * regions, no table files.  Ours has DB_CONFIG (written at init) or a
+ * meta.db that is a Berkeley DB B-tree (its magic number at byte 12); a
+ * kvfts database whose meta.db is damaged still has DB_CONFIG, and goes on
+ * to the messages about damage. */
+static int check_ours(const char *dir, const char *meta, kv_err *err)
+{
+    char p[4096];
+    struct stat st;
+    if (kv__path_join(p, sizeof p, dir, "DB_CONFIG", NULL) == KVFTS_OK &&
+        stat(p, &st) == 0)
+        return KVFTS_OK;
+    unsigned char head[16];
+    ssize_t n = -1;
+    int fd = open(meta, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, head, sizeof head);
+        close(fd);
+    }
+    if (n == (ssize_t)sizeof head) {
+        uint32_t m = (uint32_t)head[12] | (uint32_t)head[13] << 8 |
+                     (uint32_t)head[14] << 16 | (uint32_t)head[15] << 24;
+        if (m == 0x053162u || m == 0x62310500u)   /* DB_BTREEMAGIC, swapped */
+            return KVFTS_OK;
+    }
+    return kv_seterr(err, KVFTS_ENOTFOUND, "database '%s': not a kvfts "
+                     "database (its meta.db is another program's file, and "
+                     "it has no DB_CONFIG); nothing in it was changed", dir);
+}
+
+/* Descriptors 0-2 must be open before any file of the database is: a
+ * process started with one of them closed would get it for a database
+ * file, and then its output (printf, an error message) would be written
+ * into that file -- results into the registry, a message over a region's
+ * header.  As SQLite does, a closed one is opened on /dev/null.  (Done under
+ * shared_mu; another thread of the process opening files meanwhile could
+ * still take the number: a program that closes 0-2 should reopen them
+ * before it starts threads.) */
+static void std_fds_open(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+        if (n >= 0 && n != fd) {
+            dup2(n, fd);
+            close(n);
+        }
+    }
+}
+
 int kv_env_open(kv_env **out, const char *dir, const kv_env_options *o,
                 kv_err *err)
 {
@@ -1080,20 +1133,25 @@ int kv_env_open(kv_env **out, const char *dir, const kv_env_options *o,
     if (!o)
         o = &def;
     *out = NULL;
+    pthread_mutex_lock(&shared_mu);
+    std_fds_open();
+    pthread_mutex_unlock(&shared_mu);
     int rc = check_dir(dir, o->create, err);
     if (rc)
         return rc;
     struct stat st;
-    if (!o->create) {
-        char p[4096];
-        rc = kv__path_join(p, sizeof p, dir, kv_spaces[KV_META].file, err);
-        if (rc)
-            return rc;
-        if (stat(p, &st) != 0)
-            return kv_seterr(err, KVFTS_ENOTFOUND,
-                             "database '%s': no kvfts database here (create "
-                             "it with 'kvfts init %s')", dir, dir);
-    }
+    char p[4096];
+    rc = kv__path_join(p, sizeof p, dir, kv_spaces[KV_META].file, err);
+    if (rc)
+        return rc;
+    if (stat(p, &st) == 0)
+        rc = check_ours(dir, p, err);      /* also before an init */
+    else if (!o->create)
+        rc = kv_seterr(err, KVFTS_ENOTFOUND,
+                       "database '%s': no kvfts database here (create it "
+                       "with 'kvfts init %s')", dir, dir);
+    if (rc)
+        return rc;
     if (stat(dir, &st) != 0)
         return kv_seterr(err, KVFTS_ERROR, "database '%s': %s", dir,
                          strerror(errno));
@@ -1304,6 +1362,7 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
     kv__bdb_msg()[0] = '\0';
     int ret = in->env->txn_begin(in->env, NULL, &t->txn,
                                  write ? 0 : DB_TXN_SNAPSHOT);
+
     if (ret) {
         rc = kv__bdb_err(in, ret, err, "begin transaction");
         inst_release(in);

@@ -54,6 +54,17 @@ static size_t fault_at(walk *w)
     return n ? n - 1 : 0;
 }
 
+/* fault_at() for an error YAJL reports itself.  A '/' (the start of a
+ * comment, which we do not allow) is the one byte YAJL's lexer gives back
+ * before it fails, so its count stops just before the '/', not past it. */
+static size_t yajl_fault_at(walk *w, const char *json, size_t len)
+{
+    size_t n = consumed(w);
+    if (n < len && json[n] == '/')
+        return n;
+    return fault_at(w);
+}
+
 static int fail(walk *w, int code, const char *what)
 {
     if (w->rc == 0) {
@@ -303,7 +314,7 @@ static size_t lone_surrogate(const char *json, size_t len)
 /* Copy YAJL's short error text ("parse error: ...\n") into err. */
 static void yajl_reason(walk *w, const char *json, size_t len, bool at_end)
 {
-    size_t at = at_end ? len : fault_at(w);
+    size_t at = at_end ? len : yajl_fault_at(w, json, len);
     unsigned char *msg = yajl_get_error(w->h, 0, (const unsigned char *)json,
                                         len);
     const char *m = msg ? (const char *)msg : "malformed";

@@ -11,7 +11,8 @@
  * {"refs": [K1, K2, ...]} in key order otherwise.
  *
  * Values: a string is used as is, a number as written, a boolean as "true"
- * or "false"; null, objects and missing paths give no entry.  Each element of
+ * or "false"; null, objects and missing paths give no entry.  A string
+ * holding a NUL (\u0000) is refused (KVFTS_EINVAL), as in keys.  Each element of
  * an array at the path gives its own entry.  A value is at most
  * KV_MAX_LOOKUP_VALUE bytes (a longer one fails the write, naming it).
  *
@@ -87,6 +88,14 @@ static int on_leaf(void *payload, const char *path, size_t path_len,
                              "lookup '%s': value at '%s' is %zu bytes, "
                              "longer than %d", d->name, d->path, value_len,
                              KV_MAX_LOOKUP_VALUE);
+        /* Lookup keys are C strings ("NAME::VALUE"), as document keys
+         * are: a NUL would cut the value short, and "a\u0000b" would
+         * take "a"'s place. */
+        if (memchr(value, '\0', value_len))
+            return kv_seterr(c->err, KVFTS_EINVAL,
+                             "lookup '%s': the value at '%s' holds a NUL "
+                             "byte (\\u0000), which lookup values may not",
+                             d->name, d->path);
         int rc = vals_add(c->out, d->name, value, value_len, d->unique,
                           c->err);
         if (rc)
@@ -147,6 +156,8 @@ int kv_lookup_update(kv_txn *txn, const char *key, size_t klen,
                            (int)(cur.len > 250 ? 250 : cur.len), cur.data);
         }
     }
+    if (rc)
+        goto out;             /* refused (or failed) before any write */
     /* 2. Remove what the old version had and the new one has not. */
     for (size_t i = 0; i < nold && !rc; i++) {
         const char *lk = old_vals->keys.data + old_vals->offs[i];
@@ -165,6 +176,10 @@ int kv_lookup_update(kv_txn *txn, const char *key, size_t klen,
             continue;
         rc = kv_put(txn, KV_LOOKUPS, lk, strlen(lk), key, klen, err);
     }
+    /* After the first write nothing is a refusal: the caller rolls back. */
+    if (rc == KVFTS_EINVAL || rc == KVFTS_EEXISTS || rc == KVFTS_ENOTFOUND)
+        rc = err->code = KVFTS_ERROR;
+out:
     kv_buf_free(&cur);
     return rc;
 }

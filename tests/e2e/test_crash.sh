@@ -54,8 +54,14 @@ verify_prefix() {
         fail "$what: $C documents stored: not a whole number of $BATCH-document batches"
     fi
     pass
-    kv get --range item 1.. | strip_cas >"$T_DIR/got.txt" ||
-        fail "$what: get --range item 1.. failed"
+    # Killed before its first commit (a loaded machine): no counter, and
+    # get --range has nothing to read (it says the counter is missing).
+    if [ "$C" = 0 ]; then
+        : >"$T_DIR/got.txt"
+    else
+        kv get --range item 1.. | strip_cas >"$T_DIR/got.txt" ||
+            fail "$what: get --range item 1.. failed"
+    fi
     awk -v c="$C" 'NR <= c { printf "{\"key\":\"item::%d\",\"doc\":%s}\n", NR, $0 }' \
         "$SRC" >"$T_DIR/want.txt"
     cmp -s "$T_DIR/want.txt" "$T_DIR/got.txt" ||

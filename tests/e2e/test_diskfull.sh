@@ -83,7 +83,7 @@ verify() {
         fail "$what: stored documents differ from lines 1..$c"
     pass
     expect_exit 0 kv search tenth --count
-    expect_stdout "{\"count\":$((c / 10))}"
+    expect_stdout "{\"total\":$((c / 10))}"
 }
 
 # --- 1. load until the space runs out.

@@ -249,4 +249,27 @@ expect_stdout "{\"key\":\"pkg::alpha\",\"doc\":$ALPHA}
 : >"$T_DIR/empty"
 expect_error 3 "" kv debian-catalog "$T_DIR/empty"
 
+
+# A small cache (issue 13, item 10): KVFTS_CACHE_MB=4 at init and a load
+# of 20,000 documents in batches of 500 failed after exactly 10,000 (the
+# mutex region ran out, or a spurious "recovered after a crashed process").
+# The cache chosen at init is the database's (DB_CONFIG): later commands
+# without the variable use it, and so does their free-space check.
+KVFTS_CACHE_MB=4 expect_exit 0 kv init "$T_DIR/small"
+awk 'BEGIN { for (i = 0; i < 20000; i++)
+    printf "{\"id\":\"p%d\",\"package\":\"pkg%d\",\"description\":\"a package that does things number %d with words of text\",\"tags\":[\"t%d\",\"u%d\"]}\n",
+        i, i, i, i % 50, i % 7 }' >"$T_DIR/small.jsonl"
+KVFTS_CACHE_MB=4 expect_exit 0 kv -d "$T_DIR/small" load "$T_DIR/small.jsonl" \
+    --id-field id --batch 500 --quiet
+summary_has '"loaded":20000,'
+check "DB_CONFIG keeps the 4 MiB cache" \
+    grep -q '^set_cachesize 0 4194304 1$' "$T_DIR/small/DB_CONFIG"
+expect_exit 0 kv -d "$T_DIR/small" load "$T_DIR/small.jsonl" --id-field id \
+    --batch 500 --mode replace --quiet
+summary_has '"loaded":20000,'
+expect_exit 0 kv -d "$T_DIR/small" check
+expect_stdout_contains '"differences":0'
+expect_exit 0 kv -d "$T_DIR/small" search 'pkg19999' --count
+expect_stdout '{"total":1}'
+
 finish

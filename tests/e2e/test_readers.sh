@@ -46,7 +46,7 @@ mod_count() {
 # expect_count QUERY N: `kvfts search QUERY --count` prints N.
 expect_count() {
     expect_exit 0 kv search "$1" --count
-    expect_stdout "{\"count\":$2}"
+    expect_stdout "{\"total\":$2}"
 }
 
 # --- 1. four readers while a fifth process loads.

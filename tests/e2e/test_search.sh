@@ -42,9 +42,9 @@ expect_stdout_contains '{"total":1}'
 expect_exit 3 kv search wolf
 expect_stdout '{"total":0}'
 expect_exit 0 kv search wolf --count
-expect_stdout '{"count":0}'
+expect_stdout '{"total":0}'
 expect_exit 0 kv search 'fox OR wolf' --count
-expect_stdout '{"count":2}'
+expect_stdout '{"total":2}'
 
 # Bad queries: exit 2 with the position.
 expect_error 2 "query: unbalanced '(' at 6" kv search 'quick (fox'
@@ -82,14 +82,14 @@ for spec in \
     q=${spec%%|*}
     want=$(count_awk "${spec#*|}")
     expect_exit 0 kv search "$q" --count
-    expect_eq "count '$q'" "$(json_num count)" "$want"
+    expect_eq "count '$q'" "$(json_num total)" "$want"
     expect_exit 0 kv search "$q" --keys --limit 0
     expect_eq "total '$q'" "$(json_num total "$(tail -1 <<<"$OUT")")" "$want"
     expect_eq "hits '$q'" "$(($(wc -l <<<"$OUT") - 1))" "$want"
 done
 # n is a number: a keyword term under its path only
 expect_exit 0 kv search 'n:3' --count
-expect_eq "n:3" "$(json_num count)" "$(awk '/"n":3}/ { n++ } END { print n + 0 }' "$T_DIR/c.jsonl")"
+expect_eq "n:3" "$(json_num total)" "$(awk '/"n":3}/ { n++ } END { print n + 0 }' "$T_DIR/c.jsonl")"
 
 # Paging: offset + limit walk the same ranking as one big page.
 expect_exit 0 kv search 'alpha OR beta' --keys --limit 0
@@ -110,19 +110,19 @@ for i in $(seq 1 1100); do printf '{"id":%d,"w":"t%04d common"}\n' "$i" "$i"; do
     > "$T_DIR/huge.jsonl"
 expect_exit 0 kv load "$T_DIR/huge.jsonl" --id-field id --quiet
 expect_exit 0 kv search 't*' --count
-expect_stdout '{"count":1100}'
+expect_stdout '{"total":1100}'
 expect_exit 0 kv search 't* common' --keys --limit 2
 expect_eq "huge total" "$(tail -1 <<<"$OUT")" '{"total":1100}'
 expect_exit 0 kv search 't*' --count --mem-limit 1K
-expect_stdout '{"count":1023,"partial":true}'
+expect_stdout '{"total":1023,"partial":true}'
 expect_exit 0 kv search 't*' --keys --limit 1 --mem-limit 1K
 expect_eq "partial total" "$(tail -1 <<<"$OUT")" '{"total":1023,"partial":true}'
 KVFTS_SEARCH_MEM=1K expect_exit 0 kv search 't*' --count
-expect_stdout '{"count":1023,"partial":true}'
+expect_stdout '{"total":1023,"partial":true}'
 expect_error 1 "prefix 't*' at 0: its expansion in field '_all' holds documents past the memory limit of the search (a byte per document, 1024 bytes)" \
     kv search 't*' --count --mem-limit 1K --exact
 expect_exit 0 kv search 't*' --count --mem-limit 1M --exact
-expect_stdout '{"count":1100}'
+expect_stdout '{"total":1100}'
 expect_usage_error 2 "--mem-limit takes bytes" kv search 't*' --mem-limit 0
 expect_usage_error 2 "--time-limit takes milliseconds" kv search 't*' --time-limit x
 

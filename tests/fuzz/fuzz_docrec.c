@@ -2,7 +2,7 @@
  * fuzz_docrec.c -- fuzz target for the document records (lib/kv/kv_doc.c):
  * arbitrary bytes as a record of docs.db, optionally with arbitrary bytes
  * as the database's zstd dictionary (meta.db "docdict").  Bytes read from
- * disk are untrusted (STYLE.md §4): a damaged record or dictionary must be
+ * disk are untrusted: a damaged record or dictionary must be
  * refused with KVFTS_ECORRUPT, never read or written out of bounds, and a
  * record that decodes must be a sane document.
  *

@@ -1,7 +1,7 @@
 /*
  * fuzz_postings.c -- fuzz target for the decoders of the stored index
  * (index/idx_codec.c): arbitrary bytes as a record read from postings.db,
- * terms.db, doclens.db or meta.db.  STYLE.md §4: bytes read from disk are
+ * terms.db, doclens.db or meta.db.  Bytes read from disk are
  * untrusted, so every decoder must refuse damage with KVFTS_ECORRUPT and
  * never read or write out of bounds, whatever the bytes.
  *

@@ -427,8 +427,15 @@ static void test_batch(void **state)
     assert_int_equal(kvfts_batch_write_template(NULL, b, KVFTS_UPSERT,
                                                 S("{a}-{b.c}"),
                                                 S("{\"b\":{\"c\":7},\"a\":"
-                                                  "[\"x\",\"y\"]}")), 0);
-    /* Refused documents leave the batch usable. */
+                                                  "[\"x\"]}")), 0);
+    /* Refused documents leave the batch usable.  An array of several
+     * values at a template's path is no one key (issue 13, 15). */
+    assert_int_equal(kvfts_batch_write_template(NULL, b, KVFTS_UPSERT,
+                                                S("{a}-{b.c}"),
+                                                S("{\"b\":{\"c\":7},\"a\":"
+                                                  "[\"x\",\"y\"]}")),
+                     KVFTS_EINVAL);
+    assert_msg(db, "more than one value at 'a'");
     assert_int_equal(kvfts_batch_write_template(NULL, b, KVFTS_UPSERT,
                                                 S("pkg::{package}"),
                                                 S("{\"name\":1}")),
@@ -453,7 +460,7 @@ static void test_batch(void **state)
     assert_int_equal(kvfts_batch_commit(b), 0);
     assert_int_equal(kvfts_batch_pending(b), 0);
     assert_doc(other, "pkg::bash", "{\"package\":\"bash\"}");
-    assert_doc(other, "x-7", "{\"b\":{\"c\":7},\"a\":[\"x\",\"y\"]}");
+    assert_doc(other, "x-7", "{\"b\":{\"c\":7},\"a\":[\"x\"]}");
     assert_doc(other, "item::1", "{}");
     /* Uncommitted writes vanish with the batch. */
     assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S("gone"), S("{}")),
@@ -689,6 +696,181 @@ static void test_checkpoint_failure_after_commit(void **state)
     assert_string_equal(kvfts_warning(f->db), "");
 }
 
+/* Keys are checked against the config the write's transaction reads, not
+ * the handle's cached one (issue 13, 5): handle B declares a lookup 'pkg';
+ * a put of 'pkg::x' through handle A, whose cached config predates it, is
+ * refused, in a single write and in a batch, and check stays clean.  And
+ * the other way round: once B drops the lookup, A may write pkg::x. */
+static void test_stale_config_two_handles(void **state)
+{
+    fx *f = *state;
+    kvfts_db *a = f->db;
+    /* A has read the (empty) config: it wrote and searched. */
+    assert_int_equal(kvfts_put(NULL, a, S("d1"), S("{\"package\":\"p1\"}"), 0),
+                     KVFTS_OK);
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    kvfts_db *b = NULL;
+    assert_int_equal(kvfts_open(&b, f->dir, &o), KVFTS_OK);
+    assert_int_equal(kvfts_set_config(b, S("{\"lookups\":[{\"name\":\"pkg\","
+                                           "\"path\":\"package\"}]}")), 0);
+    assert_int_equal(kvfts_put(NULL, a, S("pkg::x"), S("{\"a\":1}"), 0),
+                     KVFTS_EINVAL);
+    assert_msg(a, "reserved");
+    assert_doc(a, "pkg::x", NULL);
+    kvfts_batch *bt = NULL;
+    assert_int_equal(kvfts_batch_begin(&bt, a), KVFTS_OK);
+    assert_int_equal(kvfts_batch_write(bt, KVFTS_UPSERT, S("pkg::y"),
+                                       S("{\"a\":1}")), KVFTS_EINVAL);
+    assert_int_equal(kvfts_batch_write(bt, KVFTS_UPSERT, S("d2"),
+                                       S("{\"package\":\"p2\"}")), KVFTS_OK);
+    assert_int_equal(kvfts_batch_commit(bt), KVFTS_OK);
+    kvfts_batch_free(bt);
+    assert_doc(a, "pkg::y", NULL);
+    assert_lookup(a, "pkg", "p2", "{\"refs\":[\"d2\"]}");
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, a, NULL, NULL), 0);
+    assert_int_equal(diffs, 0);
+    /* B drops the lookup: A, which cached it, now accepts pkg::x. */
+    assert_int_equal(kvfts_set_config(b, S("{}")), 0);
+    assert_int_equal(kvfts_put(NULL, a, S("pkg::x"), S("{\"a\":1}"), 0),
+                     KVFTS_OK);
+    assert_doc(a, "pkg::x", "{\"a\":1}");
+    kvfts_close(b);
+}
+
+/* Lookup values are whole strings: a NUL (written \u0000) would cut the
+ * value short and make "a\u0000b" collide with "a" (issue 13, 4).  It is
+ * refused with a clear message, before anything is written. */
+static void test_lookup_value_nul(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    assert_int_equal(kvfts_set_config(db, S("{\"lookups\":[{\"name\":\"cust\","
+                                            "\"path\":\"c\",\"unique\":true}]}")),
+                     0);
+    assert_int_equal(kvfts_put(NULL, db, S("k1"), S("{\"c\":\"a\"}"), 0), 0);
+    assert_int_equal(kvfts_put(NULL, db, S("k2"), S("{\"c\":\"a\\u0000b\"}"),
+                               0), KVFTS_EINVAL);
+    assert_msg(db, "NUL");
+    assert_doc(db, "k2", NULL);
+    assert_lookup(db, "cust", "a", "{\"ref\":\"k1\"}");
+    /* A field that is no lookup may hold a NUL. */
+    assert_int_equal(kvfts_put(NULL, db, S("k3"), S("{\"t\":\"a\\u0000b\"}"),
+                               0), 0);
+    /* A config whose new lookup would meet a NUL changes nothing. */
+    assert_int_equal(kvfts_set_config(db, S("{\"lookups\":[{\"name\":\"tt\","
+                                            "\"path\":\"t\"}]}")), KVFTS_EINVAL);
+    assert_msg(db, "NUL");
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, db, NULL, NULL), 0);
+    assert_int_equal(diffs, 0);
+}
+
+/* A refusal leaves nothing behind (issue 13, 3): with the doc ids used up,
+ * a new document is refused ("doc ids exhausted") before its lookups, its
+ * auto key's counter or the CAS sequence move -- in a single write and in
+ * a batch, which goes on (its earlier writes stay; a rewrite of a stored
+ * document, which needs no id, still works).  And a batch that fails after
+ * it wrote says KVFTS_EROLLBACK, never a refusal's status. */
+static void test_refusal_leaves_nothing(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    assert_int_equal(kvfts_set_config(db, S("{\"lookups\":[{\"name\":\"u\","
+                                            "\"path\":\"u\",\"unique\":true}]}")),
+                     0);
+    assert_int_equal(kvfts_put(NULL, db, S("old"), S("{\"u\":\"o\"}"), 0), 0);
+    /* Use the doc ids up: the sequence at its largest value. */
+    kv_env *env;
+    kv_err err = KV_ERR_INIT;
+    assert_int_equal(kv_env_open(&env, f->dir, NULL, &err), 0);
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, env, true, &err), 0);
+    unsigned char b8[8];
+    kv_put_be64(b8, UINT32_MAX);
+    assert_int_equal(kv_put(t, KV_META, S("seq::docid"), b8, 8, &err), 0);
+    uint64_t cas_before;
+    assert_int_equal(kv_seq_get(t, "cas", false, &cas_before, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    assert_int_equal(kvfts_put(NULL, db, S("new"), S("{\"u\":\"x\"}"), 0),
+                     KVFTS_EINVAL);
+    assert_msg(db, "doc ids exhausted");
+    char *k = NULL;
+    assert_int_equal(kvfts_put_auto(&k, NULL, db, S("auto"),
+                                    S("{\"u\":\"y\"}")), KVFTS_EINVAL);
+    assert_null(k);
+    kvfts_batch *b = NULL;
+    assert_int_equal(kvfts_batch_begin(&b, db), 0);
+    assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S("old"),
+                                       S("{\"u\":\"o2\"}")), 0);
+    assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S("new2"),
+                                       S("{\"u\":\"z\"}")), KVFTS_EINVAL);
+    assert_int_equal(kvfts_batch_pending(b), 1);
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    /* Nothing of the refused writes is stored. */
+    assert_doc(db, "new", NULL);
+    assert_doc(db, "new2", NULL);
+    assert_doc(db, "old", "{\"u\":\"o2\"}");
+    assert_lookup(db, "u", "x", NULL);
+    assert_lookup(db, "u", "y", NULL);
+    assert_lookup(db, "u", "z", NULL);
+    assert_lookup(db, "u", "o2", "{\"ref\":\"old\"}");
+    int64_t v = 0;
+    assert_int_equal(kvfts_counter_get(&v, db, S("auto")), KVFTS_ENOTFOUND);
+    assert_int_equal(kv_txn_begin(&t, env, false, &err), 0);
+    uint64_t cas_after;
+    assert_int_equal(kv_seq_get(t, "cas", false, &cas_after, &err), 0);
+    kv_txn_abort(t);
+    kv_env_close(env);
+    /* Only the rewrite of "old" took CAS values (a batch reserves a run). */
+    assert_true(cas_after > cas_before);
+    assert_true(cas_after - cas_before <= 2);
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, db, NULL, NULL), 0);
+    assert_int_equal(diffs, 0);
+}
+
+/* A damaged length record whose key names a doc id near 2^31 is corruption,
+ * reported by the search that reads the length column, not an 8 GiB
+ * allocation in the middle of it (issue 13, 6): ids are bounded by the
+ * doc-id sequence. */
+static void test_damaged_length_key(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    for (int i = 0; i < 8; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "d%d", i);
+        assert_int_equal(kvfts_put(NULL, db, S(k), S("{\"t\":\"common\"}"), 0),
+                         0);
+    }
+    kvfts_results *r = NULL;
+    assert_int_equal(kvfts_search(&r, db, S("common"), NULL), 0);
+    assert_int_equal(kvfts_results_total(r), 8);
+    kvfts_results_free(r);
+    kv_env *env;
+    kv_err err = KV_ERR_INIT;
+    assert_int_equal(kv_env_open(&env, f->dir, NULL, &err), 0);
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, env, true, &err), 0);
+    unsigned char id[4];
+    kv_put_be32(id, 0x7ffffff0u);
+    assert_int_equal(kv_put(t, KV_DOCLENS, id, 4, "\x01\x01\x01", 3, &err), 0);
+    uint64_t gen;   /* cached columns are stale now, as after a write */
+    assert_int_equal(kv_seq_next(t, "lensgen", &gen, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_env_close(env);
+    /* A fresh handle: no column cached. */
+    kvfts_close(f->db);
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    assert_int_equal(kvfts_open(&f->db, f->dir, &o), KVFTS_OK);
+    db = f->db;
+    assert_int_equal(kvfts_search(&r, db, S("common"), NULL), KVFTS_ECORRUPT);
+    assert_msg(db, "past the last id handed out");
+    assert_null(r);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -706,6 +888,10 @@ int main(void)
         T(test_batch_split),
         T(test_corrupt_record),
         T(test_checkpoint_failure_after_commit),
+        T(test_stale_config_two_handles),
+        T(test_lookup_value_nul),
+        T(test_refusal_leaves_nothing),
+        T(test_damaged_length_key),
     };
     return cmocka_run_group_tests_name("unit.api", tests, NULL, NULL);
 }

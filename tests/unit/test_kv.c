@@ -485,14 +485,20 @@ static void test_deadlock_retry(void **state)
     fx *f = *state;
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, 2);
+    /* A handle is used by one thread at a time: the second thread has its
+     * own, on the same environment. */
+    kv_env *env2 = NULL;
+    kv_err err = KV_ERR_INIT;
+    assert_int_equal(kv_env_open(&env2, f->dir, NULL, &err), 0);
     dl a = { f->env, &bar, KV_COUNTERS, KV_META, 0, -1 };
-    dl b = { f->env, &bar, KV_META, KV_COUNTERS, 0, -1 };
+    dl b = { env2, &bar, KV_META, KV_COUNTERS, 0, -1 };
     pthread_t ta, tb;
     pthread_create(&ta, NULL, dl_thread, &a);
     pthread_create(&tb, NULL, dl_thread, &b);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     pthread_barrier_destroy(&bar);
+    kv_env_close(env2);
     assert_int_equal(a.rc, KVFTS_OK);
     assert_int_equal(b.rc, KVFTS_OK);
     assert_int_equal(a.attempts + b.attempts, 3);   /* exactly one retry */

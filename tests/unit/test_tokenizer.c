@@ -2,7 +2,7 @@
  * test_tokenizer.c -- unit tests of tokenizer/ (cmocka).
  *
  * What is checked, and against what:
- *  - Unicode behaviour on fixed examples (DESIGN.md §3 and issue 3).
+ *  - Unicode behaviour on fixed examples (README "Analysis" and issue 3).
  *  - The fast paths (ASCII and U+0080..U+07FF tables, BMP category bitmap,
  *    stem cache) against the reference path of the same tokenizer
  *    (tok_set_reference_mode: everything through utf8proc, no cache), and
