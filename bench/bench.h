@@ -392,6 +392,10 @@ typedef struct bench_growth_opts {
     bool cycle;           /* cycle @p corpus with distinct keys */
     int runs;
     unsigned mem_mb;
+    /* Called after each step with the results so far (the JSON is written
+     * as the run goes, so a long run stopped early keeps its steps). */
+    int (*after_step)(bench_growth *g, void *payload);
+    void *payload;
 } bench_growth_opts;
 
 /** Grow WORK/kvfts (and WORK/fts5.db with the peer) to each size in turn,

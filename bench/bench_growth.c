@@ -239,11 +239,15 @@ int bench_growth_run(bench_growth *g, const bench_env *e, bench_queries *qs,
         if (!code) {
             const bench_result *r = &g->r[g->n - 1];
             fprintf(stderr, "growth: %" PRIu64 " docs: %.0f docs/s over the "
-                    "step, peak RSS %.0f MB, freezer files %" PRIu64 "\n",
-                    o->sizes[i], bench_per((double)r->corpus.docs,
-                                           r->kv.secs),
+                    "step (%.0f per CPU second), peak RSS %.0f MB, freezer "
+                    "files %" PRIu64 "\n", o->sizes[i],
+                    bench_per((double)r->corpus.docs, r->kv.secs),
+                    bench_per((double)r->corpus.docs,
+                              r->kv.user_s + r->kv.sys_s),
                     (double)r->kv.maxrss_kb / 1024, r->kv.freezer_peak);
         }
+        if (!code && o->after_step)
+            code = o->after_step(g, o->payload);
     }
     free(key);
     free(config);

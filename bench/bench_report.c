@@ -837,16 +837,18 @@ void bench_growth_finish(bench_growth *g)
 
 static void print_growth_load(FILE *out, const bench_growth *g)
 {
-    fprintf(out, "%10s %10s %9s %9s %7s %8s %7s %10s %9s %6s %10s\n",
-            "docs", "kvfts d/s", g->vs ? "fts5 d/s" : "", g->vs ? "speed-up"
-            : "", "RSS MB", "freezer", "B/p", "kvfts dir", "/dev/shm",
-            g->vs ? "B/p" : "", g->vs ? "fts5 file" : "");
+    fprintf(out, "%10s %10s %9s %9s %9s %7s %8s %7s %10s %9s %6s %10s\n",
+            "docs", "kvfts d/s", "CPU d/s", g->vs ? "fts5 d/s" : "",
+            g->vs ? "speed-up" : "", "RSS MB", "freezer", "B/p", "kvfts dir",
+            "/dev/shm", g->vs ? "B/p" : "", g->vs ? "fts5 file" : "");
     for (size_t i = 0; i < g->n; i++) {
         const bench_result *r = &g->r[i];
-        char d[32], kd[32], fd[32] = "", ks[32], fs[32] = "", su[32] = "",
-             fb[32] = "", sh[32] = "-";
+        char d[32], kd[32], kc[32], fd[32] = "", ks[32], fs[32] = "",
+             su[32] = "", fb[32] = "", sh[32] = "-";
         bench_thousands(d, sizeof d, (double)r->at_docs);
         bench_thousands(kd, sizeof kd, docs_per_s(r));
+        bench_thousands(kc, sizeof kc, bench_per((double)r->corpus.docs,
+                                                 r->kv.user_s + r->kv.sys_s));
         fmt_value(ks, sizeof ks, (double)r->kv.dir_bytes, U_BYTES);
         if (r->kv.regions_outside)
             fmt_value(sh, sizeof sh, (double)r->kv.outside_peak, U_BYTES);
@@ -859,15 +861,17 @@ static void print_growth_load(FILE *out, const bench_growth *g)
                      bench_per((double)r->fts.data_bytes,
                                (double)r->fts.postings));
         }
-        fprintf(out, "%10s %10s %9s %9s %7.0f %8" PRIu64 " %7.1f %10s %9s "
-                "%6s %10s\n", d, kd, fd, su,
+        fprintf(out, "%10s %10s %9s %9s %9s %7.0f %8" PRIu64 " %7.1f %10s "
+                "%9s %6s %10s\n", d, kd, kc, fd, su,
                 (double)r->kv.maxrss_kb / 1024,
                 r->kv.freezer_peak > r->kv.freezer_after
                     ? r->kv.freezer_peak : r->kv.freezer_after,
                 bench_per((double)r->kv.data_bytes, (double)r->kv.postings),
                 ks, sh, fb, fs);
     }
-    fprintf(out, "(d/s: docs/s of the step up to that size; RSS: peak of "
+    fprintf(out, "(d/s: docs/s of the step up to that size; CPU d/s: its "
+            "documents per CPU second of the loading process (user + "
+            "system), which other work on the machine moves less; RSS: peak of "
             "that step's load; freezer: most __db.freezer.* files seen; "
             "B/p: data bytes per posting; kvfts dir: du -sb after the "
             "step; /dev/shm: peak of the regions outside it)\n");
@@ -956,6 +960,9 @@ int bench_write_growth_json(const char *path, const bench_growth *g)
         jint(y, "docs", g->r[i].at_docs);
         jint(y, "step_docs", g->r[i].corpus.docs);
         jnum(y, "step_docs_per_s", docs_per_s(&g->r[i]));
+        jnum(y, "step_docs_per_cpu_s",
+             bench_per((double)g->r[i].corpus.docs,
+                       g->r[i].kv.user_s + g->r[i].kv.sys_s));
         json_result(y, &g->r[i], false);
         yajl_gen_map_close(y);
     }

@@ -760,6 +760,19 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* After each step: the JSON and the chart so far. */
+typedef struct growth_out {
+    char *json, *svg;
+} growth_out;
+
+static int growth_partial(bench_growth *g, void *payload)
+{
+    const growth_out *o = payload;
+    bench_growth_finish(g);
+    int code = bench_write_growth_json(o->json, g);
+    return code ? code : bench_write_growth_svg(o->svg, g);
+}
+
 static int run_growth(ctx *x)
 {
     bench_spec s;
@@ -787,8 +800,13 @@ static int run_growth(ctx *x)
         code = corpus_file(&file, x->o, x->bench, x->data, x->work, &s,
                            s.synthetic ? sizes[n - 1] : 0);
     bench_env env = { x->self, x->kvfts, x->work, x->o->mem_mb };
+    char jn[320], sn[320];
+    snprintf(jn, sizeof jn, "%s.json", base);
+    snprintf(sn, sizeof sn, "%s.svg", base);
+    growth_out gout = { x->out ? bench_path(x->out, jn) : NULL,
+                        x->out ? bench_path(x->out, sn) : NULL };
     bench_growth_opts go = { sizes, n, file, !s.synthetic, x->o->runs,
-                             x->o->mem_mb };
+                             x->o->mem_mb, growth_partial, &gout };
     if (!code)
         code = bench_growth_run(g, &env, &qs, &go);
     if (x->work && !x->o->keep)
@@ -797,17 +815,12 @@ static int run_growth(ctx *x)
         bench_growth_finish(g);
         bench_print_growth(stdout, g);
         fflush(stdout);
-        char jn[320], sn[320];
-        snprintf(jn, sizeof jn, "%s.json", base);
-        snprintf(sn, sizeof sn, "%s.svg", base);
-        char *json = bench_path(x->out, jn);
-        char *svg = bench_path(x->out, sn);
-        code = bench_write_growth_json(json, g);
+        code = bench_write_growth_json(gout.json, g);
         if (!code)
-            code = bench_write_growth_svg(svg, g);
-        free(json);
-        free(svg);
+            code = bench_write_growth_svg(gout.svg, g);
     }
+    free(gout.json);
+    free(gout.svg);
     for (size_t i = 0; i < g->n; i++) {
         free(g->r[i].corpus.path);
         free(g->r[i].figs);
