@@ -14,7 +14,10 @@
  *                   and Xapian (this binary), each measured in a clean
  *                   child; sizes
  *   bench_run.c     timed queries on every engine and match-set agreement
- *   bench_readers.c --readers N: searching processes idle and during a load
+ *   bench_readers.c --readers N: searching processes idle and during a load;
+ *                   --incremental: the corpus loaded again over itself
+ *                   while readers search, and single-document latency
+ *   bench_growth.c  --growth: one database grown step by step to each size
  *   bench_report.c  figures and targets, the tables and JSON
  *   bench_chart.c   the SVG charts (gnuplot)
  *   bench_util.c    messages, allocation, paths, formatting
@@ -194,7 +197,16 @@ typedef struct bench_load {
     uint64_t maxrss_kb;   /* its peak RSS (wait4's ru_maxrss) */
     uint64_t data_bytes;  /* data files on disk after the load */
     uint64_t log_bytes;   /* kvfts: log.* files */
-    uint64_t region_bytes;/* kvfts: __db.* region files */
+    uint64_t region_bytes;/* kvfts: __db.* region files in the directory */
+    uint64_t dir_bytes;   /* kvfts: the whole directory after the load, as
+                             `du -sb` counts it (files and directories) */
+    bool regions_outside; /* kvfts: the regions lived outside the directory
+                             during the load (/dev/shm/kvfts-ID) */
+    uint64_t outside_peak;/* kvfts: their peak bytes there, sampled */
+    uint64_t freezer_peak;/* kvfts: most __db.freezer.* files seen at once
+                             during the load, wherever the regions were */
+    uint64_t freezer_after;/* kvfts: __db.freezer.* files in the directory
+                             after the load */
     uint64_t docs;        /* documents the engine holds */
     uint64_t terms;       /* kvfts: fts:: entries; FTS5: (column, term);
                              Xapian: terms, prefixed or not, but Q<key> */
@@ -228,6 +240,24 @@ int bench_load_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
  *  its size is that of every file in the directory (du -sb). */
 int bench_load_xapian(bench_load *l, const bench_env *e, const bench_spec *s,
                       const bench_corpus *c);
+/** `kvfts init WORK/kvfts [--config]` alone (the growth run's first step). */
+int bench_init_kvfts(const bench_env *e, const bench_spec *s);
+/** The growth run's steps: the corpus @p c (one step's documents) added to
+ *  WORK/kvfts with key template @p key, or to WORK/fts5.db (made by the
+ *  first step), measured as the first loads are. */
+int bench_add_kvfts(bench_load *l, const bench_env *e, const char *key,
+                    const bench_corpus *c);
+int bench_add_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
+                   const char *key, const bench_corpus *c);
+/** The same for WORK/xapian (`kvfts-bench --internal-xapian-add`). */
+int bench_add_xapian(bench_load *l, const bench_env *e, const bench_spec *s,
+                     const char *key, const bench_corpus *c);
+/** Sizes of WORK/kvfts now (dir_bytes, data, log, region bytes, freezer
+ *  files in it) into @p l. */
+int bench_kvfts_sizes(bench_load *l, const bench_env *e);
+/** Run argv (argv[0] an absolute path), stdout to /dev/null; returns its
+ *  exit status, 128 + signal, or -1; *secs its wall time. */
+int bench_run_timed(char *const *argv, double *secs);
 /** Remove the databases of WORK (nothing else in it). */
 void bench_work_clean(const char *work);
 /** Remove WORK/kvfts only. */
@@ -294,6 +324,31 @@ int bench_readers_run(bench_readers *rd, const bench_env *e,
                       const bench_spec *s, const bench_corpus *c,
                       const bench_queries *qs);
 
+/* Latency of single-document writes: median and p99, ms. */
+typedef struct bench_latency {
+    uint64_t n, errors;
+    double med, p99;
+} bench_latency;
+enum { LAT_PUT, LAT_REPLACE, LAT_DELETE, NLAT };
+enum { LAT_PROCESS, LAT_API, NLATWAY };
+
+/* --incremental: the corpus loaded again over itself (same keys, every
+ * document replaced), --batch N, the database's default cache, while
+ * readers search; then single-document writes. */
+typedef struct bench_incr {
+    int n;                /* readers; 0: no such phase */
+    uint64_t batch;       /* the load's --batch */
+    size_t ndocs;         /* documents per latency series */
+    bool done;
+    bench_load load;      /* the load over the loaded database */
+    bench_reader_phase readers;
+    bench_latency lat[NLATWAY][NLAT];
+} bench_incr;
+
+/** The --incremental phase, on WORK/kvfts as the benchmark left it. */
+int bench_incr_run(bench_incr *in, const bench_env *e, const bench_spec *s,
+                   const bench_corpus *c, const bench_queries *qs);
+
 /* ---- interface to bench_report.c ---------------------------------------- */
 
 /* Target kinds of a figure. */
@@ -338,19 +393,50 @@ typedef struct bench_result {
     uint64_t xagree_matches;
     size_t xcount_n, xcount_equal;
     bench_readers readers;           /* --readers (readers.n 0: none) */
+    bench_incr incr;                 /* --incremental (incr.n 0: none) */
+    uint64_t at_docs;                /* growth: documents in the databases
+                                        after this step (corpus: the step) */
 } bench_result;
 
-/* The growth run: one result per size. */
+/* The growth run: one result per size, each the step up to that size. */
 typedef struct bench_growth {
     const bench_spec *spec;
     bench_result r[BENCH_MAX_SIZES];
     size_t n;
     bool vs, xap_on;      /* the peers that ran */
+    bool cycled;          /* a real corpus cycled with distinct keys */
+    uint64_t base_docs;   /* documents of that corpus (one cycle) */
+    int rss_ok, freezer_ok;   /* peak RSS <= 400 MB, no freezer file, at
+                                 every size (-1: no sizes) */
     double scale;         /* docs/s at the largest size / at 100k (or the
                              smallest); NAN with fewer than two sizes */
     uint64_t scale_from, scale_to;
     int scale_ok;
 } bench_growth;
+
+/* ---- interface to bench_growth.c ---------------------------------------- */
+
+typedef struct bench_growth_opts {
+    const uint64_t *sizes;
+    size_t nsizes;
+    const char *corpus;   /* the full file: synthetic of the largest size,
+                             or the real corpus to cycle */
+    bool cycle;           /* cycle @p corpus with distinct keys */
+    int runs;
+    unsigned mem_mb;
+    /* Called after each step with the results so far (the JSON is written
+     * as the run goes, so a long run stopped early keeps its steps). */
+    int (*after_step)(bench_growth *g, void *payload);
+    void *payload;
+} bench_growth_opts;
+
+/** Grow WORK/kvfts (and WORK/fts5.db, WORK/xapian with the peers) to each
+ *  size in turn, each step a load of the next documents, then the
+ *  queries. */
+int bench_growth_run(bench_growth *g, const bench_env *e,
+                     bench_queries *qs, const bench_growth_opts *o);
+
+/* ---- interface to bench_report.c (continued) ---------------------------- */
 
 /** Compute r->figs from the measurements (targets included). */
 void bench_figures(bench_result *r);

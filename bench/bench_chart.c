@@ -11,9 +11,11 @@
  * is better everywhere), green when its target is met, red when missed,
  * grey without a target, with each target marked (the RSS bound on kvfts
  * is drawn as the ratio it allows), and, when Xapian ran, the kvfts/Xapian
- * ratio of the same figure as a blue diamond on the bar.  The growth chart plots load speed,
- * bytes per posting and the per-class latency (kvfts/FTS5, or kvfts alone)
- * against the corpus size, on a log scale of documents.
+ * ratio of the same figure as a blue diamond on the bar.  The growth chart
+ * plots, against the documents in the database on a log scale, the load
+ * speed of each step (docs/s of the documents added since the previous
+ * size), the peak RSS of each step's load with the 400 MB bound, and the
+ * per-class latency (kvfts/FTS5, or kvfts alone).
  */
 #include "bench.h"
 
@@ -201,12 +203,12 @@ static void growth_data(FILE *f, const bench_growth *g)
     for (size_t i = 0; i < g->n; i++) {
         const bench_result *r = &g->r[i];
         double docs = (double)r->corpus.docs;
-        fprintf(f, "%" PRIu64 " %.6g %.6g %.6g %.6g\n", r->corpus.docs,
+        fprintf(f, "%" PRIu64 " %.6g %.6g %.6g %.6g %.6g\n", r->at_docs,
                 bench_per(docs, r->kv.secs),
                 g->vs ? bench_per(docs, r->fts.secs) : NAN,
-                bench_per((double)r->kv.data_bytes, (double)r->kv.postings),
-                g->vs ? bench_per((double)r->fts.data_bytes,
-                                  (double)r->fts.postings) : NAN);
+                (double)r->kv.maxrss_kb / 1024,
+                g->vs ? (double)r->fts.maxrss_kb / 1024 : NAN,
+                bench_per(docs, r->kv.user_s + r->kv.sys_s));
     }
     fprintf(f, "EOD\n$lat << EOD\ndocs");
     for (int c = 0; c < NCLASS; c++)
@@ -215,7 +217,7 @@ static void growth_data(FILE *f, const bench_growth *g)
     for (int k = 0; k < 2; k++) {            /* top-10, then count */
         for (size_t i = 0; i < g->n; i++) {
             const bench_result *r = &g->r[i];
-            fprintf(f, "%" PRIu64, r->corpus.docs);
+            fprintf(f, "%" PRIu64, r->at_docs);
             for (int c = 0; c < NCLASS; c++) {
                 const bench_class_stats *s = &r->cls[c];
                 double v = s->med[k ? M_KV_COUNT : M_KV_TOP];
@@ -251,6 +253,10 @@ int bench_write_growth_svg(const char *svg, const bench_growth *g)
         return bench_fail(BENCH_ERR, "chart: %s", strerror(errno));
     growth_data(f, g);
     const char *lat = g->vs ? "kvfts / FTS5, median" : "kvfts median, ms";
+    double rss_top = 450;
+    for (size_t i = 0; i < g->n; i++)
+        if ((double)g->r[i].kv.maxrss_kb / 1024 * 1.1 > rss_top)
+            rss_top = (double)g->r[i].kv.maxrss_kb / 1024 * 1.1;
     fprintf(f,
         "set terminal svg size 1200,900 dynamic enhanced font 'sans,11' "
         "background rgb 'white'\nset output \"%s\"\n"
@@ -259,10 +265,20 @@ int bench_write_growth_svg(const char *svg, const bench_growth *g)
         "0.04, 0, 0\nset grid lc rgb '#dddddd'\nset xlabel 'documents'\n"
         "%s"
         "set key bottom left font ',9' noenhanced\nset format x '%%.0s%%c'\n"
-        "set title 'load speed'\nset ylabel 'docs/s'\nset yrange [0:*]\n"
-        "plot $load using 1:2 with linespoints lw 2 title 'kvfts'%s\n"
-        "set title 'index size'\nset ylabel 'bytes per posting'\n"
-        "plot $load using 1:4 with linespoints lw 2 title 'kvfts'%s\n"
+        "set title 'load speed (docs/s of each step)'\nset ylabel 'docs/s'\n"
+        "set yrange [0:*]\n"
+        "plot $load using 1:2 with linespoints lw 2 title 'kvfts', "
+        "$load using 1:6 with linespoints lw 1 pt 6 title 'kvfts per CPU "
+        "second'%s\n"
+        "set title 'peak RSS of each step''s load'\nset ylabel 'MB'\n"
+        "set yrange [0:%.0f]\n"
+        /* The bound as an arrow: a constant function strays into the key
+         * on these log axes (as in the latency graphs). */
+        "set arrow 2 from graph 0, first 400 to graph 1, first 400 nohead "
+        "dt 2 lc rgb 'black' front\n"
+        "plot $load using 1:4 with linespoints lw 2 title 'kvfts'%s, "
+        "NaN with lines dt 2 lc rgb 'black' title '400 MB'\n"
+        "unset arrow 2\n"
         "set logscale y\nset yrange [*:*]\nset key outside right font ',8'\n"
         "set title 'top-10 (%s)'\nset ylabel ''\n%s"
         "plot for [c=2:%d] $lat index 0 using 1:c with linespoints lt c+9 "
@@ -272,6 +288,7 @@ int bench_write_growth_svg(const char *svg, const bench_growth *g)
         "notitle\nunset multiplot\n",
         svg, KVFTS_VERSION_STRING, g->spec->name, class_colors,
         g->vs ? ", $load using 1:3 with linespoints lw 2 title 'FTS5'" : "",
+        rss_top,
         g->vs ? ", $load using 1:5 with linespoints lw 2 title 'FTS5'" : "",
         lat,
         /* The 0.5 target as a line across the graph (a constant function

@@ -24,13 +24,24 @@
  * load's own.  sync() before each load keeps earlier dirty pages out of it.
  *
  * Sizes.  kvfts's directory holds data files (*.db), Berkeley DB's
- * transaction logs (log.*) and its shared-memory region files (__db.*).
- * The comparison uses the data files, after the checkpoint `kvfts load`
- * does when it closes: logs are recycled by checkpoints and regions are
- * memory, neither is the index.  Both other kinds are reported beside.
- * FTS5's figure is the size of fts5.db after its commit; Xapian's, that of
- * every file of WORK/xapian after its commit (what `du -sb` counts but the
- * directory entry itself).
+ * transaction logs (log.*), DB_CONFIG, the process registry kvfts.lock and,
+ * only if /dev/shm has no room, the shared-memory region files (__db.*).
+ * Two figures compare with FTS5's fts5.db after its commit: the data files
+ * alone, and the whole directory as a user sees it with `du -sb` (every
+ * file and directory, apparent sizes), after the checkpoint `kvfts load`
+ * does when it closes.  Xapian's figure is that of every file of
+ * WORK/xapian after its commit (data and directory alike).
+ *
+ * The regions while a load runs.  By default the library keeps them (and
+ * the "freezer" files Berkeley DB writes old page versions to when its
+ * cache is full) in /dev/shm/kvfts-ID, named in the registry's header
+ * ("kvfts-registry 1 home S ID ..." at byte 1 of DIR/kvfts.lock), and
+ * removes them when the last process closes; so the directory after a
+ * load never shows them.  The harness therefore samples that home every
+ * 100 ms while the load runs: the peak bytes there (memory, counted apart
+ * from the directory) and the most __db.freezer.* files seen at once.
+ * Reading the header is the one place the harness looks at a file of the
+ * library's own; a run whose header cannot be read reports 0.
  */
 /* wait4(), sync() and nftw() are BSD / XSI, beyond _POSIX_C_SOURCE. */
 #define _DEFAULT_SOURCE
@@ -41,7 +52,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -154,10 +167,73 @@ static int internal_measure(int argc, char **argv)
     return st < 0 ? BENCH_ERR : BENCH_OK;
 }
 
-/* Run argv under the measurer; fills l's times and peak RSS.  Returns the
- * command's exit status, or -1 (message printed) if it could not run. */
+/* ---- the regions while a load runs ------------------------------------- */
+
+/* The regions' home of the kvfts database @p dir, from its registry's
+ * header: true and the path in @p out when they live outside @p dir. */
+static bool regions_home(const char *dir, char *out, size_t cap)
+{
+    char *reg = bench_path(dir, "kvfts.lock");
+    int fd = open(reg, O_RDONLY | O_CLOEXEC);
+    free(reg);
+    if (fd < 0)
+        return false;
+    char b[256];
+    ssize_t n = pread(fd, b, sizeof b - 1, 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    b[n] = '\0';
+    char kind, id[40];
+    if (sscanf(b, "kvfts-registry 1 home %c %39s", &kind, id) != 2 ||
+        kind != 'S')
+        return false;
+    snprintf(out, cap, "/dev/shm/kvfts-%s", id);
+    return true;
+}
+
+/* Freezer files in @p dir and the bytes of all its files. */
+static void scan_home(const char *dir, uint64_t *freezers, uint64_t *bytes)
+{
+    *freezers = *bytes = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "__db.freezer.", 13) == 0)
+            (*freezers)++;
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(sb.st_mode))
+            *bytes += (uint64_t)sb.st_size;
+    }
+    if (d)
+        closedir(d);
+}
+
+/* One sample of a kvfts database's regions while its load runs. */
+static void sample_regions(bench_load *l, const char *dir)
+{
+    char home[300];
+    uint64_t fr, bytes;
+    if (regions_home(dir, home, sizeof home)) {
+        l->regions_outside = true;
+        scan_home(home, &fr, &bytes);
+        if (bytes > l->outside_peak)
+            l->outside_peak = bytes;
+        if (fr > l->freezer_peak)
+            l->freezer_peak = fr;
+    }
+    scan_home(dir, &fr, &bytes);
+    if (fr > l->freezer_peak)
+        l->freezer_peak = fr;
+}
+
+/* Run argv under the measurer; fills l's times and peak RSS and, when
+ * @p watch is a kvfts database, samples its regions meanwhile.  Returns
+ * the command's exit status, or -1 (message printed) if it could not run. */
 static int run_measured(bench_load *l, const bench_env *e, char **argv,
-                        size_t argc, const char *out, const char *what)
+                        size_t argc, const char *out, const char *what,
+                        const char *watch)
 {
     char **mv = bench_xmalloc((argc + 4) * sizeof *mv);
     mv[0] = (char *)e->self;
@@ -185,6 +261,13 @@ static int run_measured(bench_load *l, const bench_env *e, char **argv,
     char line[256];
     size_t n = 0;
     while (pid > 0 && n + 1 < sizeof line) {
+        struct pollfd pf = { fds[0], POLLIN, 0 };
+        int pr = poll(&pf, 1, 100);
+        if (pr == 0 || (pr < 0 && errno == EINTR)) {
+            if (watch)
+                sample_regions(l, watch);
+            continue;
+        }
         ssize_t r = read(fds[0], line + n, sizeof line - 1 - n);
         if (r > 0)
             n += (size_t)r;
@@ -205,6 +288,14 @@ static int run_measured(bench_load *l, const bench_env *e, char **argv,
     return st;
 }
 
+int bench_run_timed(char *const *argv, double *secs)
+{
+    double t0 = bench_now();
+    int st = run_child(argv, "/dev/null", NULL);
+    *secs = bench_now() - t0;
+    return st;
+}
+
 /* ---- sizes -------------------------------------------------------------- */
 
 static bench_load *walk_load;    /* nftw() passes no payload */
@@ -212,28 +303,39 @@ static bench_load *walk_load;    /* nftw() passes no payload */
 static int walk_file(const char *path, const struct stat *sb, int type,
                      struct FTW *ftw)
 {
+    uint64_t n = (uint64_t)sb->st_size;
+    walk_load->dir_bytes += n;        /* du -sb: directories count too */
     if (type != FTW_F)
         return 0;
     const char *name = path + ftw->base;
-    uint64_t n = (uint64_t)sb->st_size;
     if (strncmp(name, "log.", 4) == 0)
         walk_load->log_bytes += n;
     else if (strncmp(name, "__db.", 5) == 0)
         walk_load->region_bytes += n;
-    else
+    else if (strcmp(name, "kvfts.lock") != 0 && strcmp(name, "DB_CONFIG"))
         walk_load->data_bytes += n;
+    walk_load->freezer_after += strncmp(name, "__db.freezer.", 13) == 0;
     return 0;
 }
 
 static int dir_sizes(bench_load *l, const char *dir)
 {
-    l->data_bytes = l->log_bytes = l->region_bytes = 0;
+    l->data_bytes = l->log_bytes = l->region_bytes = l->dir_bytes = 0;
+    l->freezer_after = 0;
     walk_load = l;
     int rc = nftw(dir, walk_file, 16, FTW_PHYS);
     walk_load = NULL;
     if (rc != 0)
         return bench_fail(BENCH_ERR, "%s: %s", dir, strerror(errno));
     return 0;
+}
+
+int bench_kvfts_sizes(bench_load *l, const bench_env *e)
+{
+    char *dir = bench_path(e->work, "kvfts");
+    int code = dir_sizes(l, dir);
+    free(dir);
+    return code;
 }
 
 /* ---- kvfts -------------------------------------------------------------- */
@@ -301,7 +403,7 @@ static int load_measured(bench_load *l, const bench_env *e, const char *dir,
         argv[argc++] = "--quiet";
     argv[argc] = NULL;
     int code = 0;
-    int st = run_measured(l, e, argv, argc, out, "kvfts load");
+    int st = run_measured(l, e, argv, argc, out, "kvfts load", dir);
     if (st != 0)
         code = bench_fail(BENCH_ERR, "kvfts load %s: %s", c->path,
                           st < 0 ? "did not run" : "failed (see above)");
@@ -312,6 +414,20 @@ static int load_measured(bench_load *l, const bench_env *e, const char *dir,
     }
     free(out);
     return code;
+}
+
+int bench_init_kvfts(const bench_env *e, const bench_spec *s)
+{
+    char *dir = bench_path(e->work, "kvfts");
+    int code = kvfts_init(e, s, dir);
+    free(dir);
+    return code;
+}
+
+int bench_add_kvfts(bench_load *l, const bench_env *e, const char *key,
+                    const bench_corpus *c)
+{
+    return bench_reload_kvfts(l, e, key, 0, c);
 }
 
 int bench_load_kvfts(bench_load *l, const bench_env *e, const bench_spec *s,
@@ -338,22 +454,25 @@ int bench_reload_kvfts(bench_load *l, const bench_env *e, const char *key,
 
 /* ---- FTS5 --------------------------------------------------------------- */
 
-int bench_load_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
-                    const bench_corpus *c)
+/* FTS5's load of @p c into WORK/fts5.db: a new file, or (@p add) rows
+ * added to the one there. */
+static int fts5_measured(bench_load *l, const bench_env *e,
+                         const bench_spec *s, const char *key,
+                         const bench_corpus *c, bool add)
 {
     memset(l, 0, sizeof *l);
     char *db = bench_path(e->work, "fts5.db");
     size_t argc = 5 + s->nfields;
     char **argv = bench_xmalloc((argc + 1) * sizeof *argv);
     argv[0] = (char *)e->self;
-    argv[1] = "--internal-fts5";
+    argv[1] = add ? "--internal-fts5-add" : "--internal-fts5";
     argv[2] = db;
     argv[3] = c->path;
-    argv[4] = s->key.text;
+    argv[4] = (char *)key;
     memcpy(argv + 5, s->fields, s->nfields * sizeof *argv);
     argv[argc] = NULL;
     /* Its stdout is not the measurer's: that carries the measurement. */
-    int st = run_measured(l, e, argv, argc, "/dev/null", "fts5 load");
+    int st = run_measured(l, e, argv, argc, "/dev/null", "fts5 load", NULL);
     free(argv);
     int code = 0;
     struct stat sb;
@@ -363,10 +482,22 @@ int bench_load_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
     else if (stat(db, &sb) != 0)
         code = bench_fail(BENCH_ERR, "%s: %s", db, strerror(errno));
     else
-        l->data_bytes = (uint64_t)sb.st_size;
+        l->data_bytes = l->dir_bytes = (uint64_t)sb.st_size;
     l->done = code == 0;
     free(db);
     return code;
+}
+
+int bench_load_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
+                    const bench_corpus *c)
+{
+    return fts5_measured(l, e, s, s->key.text, c, false);
+}
+
+int bench_add_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
+                   const char *key, const bench_corpus *c)
+{
+    return fts5_measured(l, e, s, key, c, true);
 }
 
 /* The loader, in the measured child. */
@@ -435,8 +566,8 @@ static void fts5_sql(char **create, char **insert, char *const *fields,
         cap += strlen(fields[i]) + 8;
     *create = bench_xmalloc(cap);
     *insert = bench_xmalloc(cap);
-    size_t c = (size_t)snprintf(*create, cap, "CREATE VIRTUAL TABLE f USING "
-                                "fts5(key UNINDEXED");
+    size_t c = (size_t)snprintf(*create, cap, "CREATE VIRTUAL TABLE IF NOT "
+                                "EXISTS f USING fts5(key UNINDEXED");
     size_t n = (size_t)snprintf(*insert, cap, "INSERT INTO f VALUES (?");
     for (size_t i = 0; i < nf; i++) {
         c += (size_t)snprintf(*create + c, cap - c, ", \"%s\"", fields[i]);
@@ -467,8 +598,9 @@ static int fts5_open(fts5_loader *L, const char *file, char *const *fields)
     return 0;
 }
 
-/* --internal-fts5 DB CORPUS TEMPLATE FIELD... */
-static int internal_fts5(int argc, char **argv)
+/* --internal-fts5 DB CORPUS TEMPLATE FIELD...: a new DB;
+ * --internal-fts5-add ...: the rows added to DB (growth steps). */
+static int internal_fts5(int argc, char **argv, bool add)
 {
     if (argc < 6)
         return BENCH_USAGE;
@@ -480,8 +612,10 @@ static int internal_fts5(int argc, char **argv)
     L.t0 = L.last = bench_now();
     char *journal = bench_xmalloc(strlen(argv[2]) + 16);
     sprintf(journal, "%s-journal", argv[2]);
-    unlink(argv[2]);
-    unlink(journal);
+    if (!add) {
+        unlink(argv[2]);
+        unlink(journal);
+    }
     free(journal);
     int code = bench_tmpl_parse(&L.key, argv[4], "fts5 load");
     if (!code)
@@ -514,21 +648,25 @@ static int internal_fts5(int argc, char **argv)
 
 /* ---- Xapian ------------------------------------------------------------- */
 
-int bench_load_xapian(bench_load *l, const bench_env *e, const bench_spec *s,
-                      const bench_corpus *c)
+/* Xapian's load of @p c into WORK/xapian: a new database, or (@p add)
+ * documents added to the one there. */
+static int xapian_measured(bench_load *l, const bench_env *e,
+                           const bench_spec *s, const char *key,
+                           const bench_corpus *c, bool add)
 {
     memset(l, 0, sizeof *l);
     char *dir = bench_path(e->work, "xapian");
     size_t argc = 5 + s->nfields;
     char **argv = bench_xmalloc((argc + 1) * sizeof *argv);
     argv[0] = (char *)e->self;
-    argv[1] = "--internal-xapian";
+    argv[1] = add ? "--internal-xapian-add" : "--internal-xapian";
     argv[2] = dir;
     argv[3] = c->path;
-    argv[4] = s->key.text;
+    argv[4] = (char *)key;
     memcpy(argv + 5, s->fields, s->nfields * sizeof *argv);
     argv[argc] = NULL;
-    int st = run_measured(l, e, argv, argc, "/dev/null", "xapian load");
+    int st = run_measured(l, e, argv, argc, "/dev/null", "xapian load",
+                          NULL);
     free(argv);
     int code = 0;
     if (st != 0)
@@ -543,6 +681,18 @@ int bench_load_xapian(bench_load *l, const bench_env *e, const bench_spec *s,
     l->done = code == 0;
     free(dir);
     return code;
+}
+
+int bench_load_xapian(bench_load *l, const bench_env *e, const bench_spec *s,
+                      const bench_corpus *c)
+{
+    return xapian_measured(l, e, s, s->key.text, c, false);
+}
+
+int bench_add_xapian(bench_load *l, const bench_env *e, const bench_spec *s,
+                     const char *key, const bench_corpus *c)
+{
+    return xapian_measured(l, e, s, key, c, true);
 }
 
 /* The Xapian loader, in the measured child. */
@@ -591,8 +741,9 @@ static int xap_doc(void *payload, const char *const *vals,
     return 0;
 }
 
-/* --internal-xapian DIR CORPUS TEMPLATE FIELD... */
-static int internal_xapian(int argc, char **argv)
+/* --internal-xapian DIR CORPUS TEMPLATE FIELD...: a new DIR;
+ * --internal-xapian-add ...: the documents added to DIR (growth steps). */
+static int internal_xapian(int argc, char **argv, bool add)
 {
     if (argc < 6)
         return BENCH_USAGE;
@@ -604,7 +755,8 @@ static int internal_xapian(int argc, char **argv)
     L.t0 = L.last = bench_now();
     const char *const *fields = (const char *const *)(argv + 5);
     int code = bench_tmpl_parse(&L.key, argv[4], "xapian load");
-    if (!code && xap_create(&L.db, argv[2], fields, L.nfields) != 0)
+    if (!code && (add ? xap_append : xap_create)(&L.db, argv[2], fields,
+                                               L.nfields) != 0)
         code = bench_fail(BENCH_ERR, "xapian load: %s", xap_errmsg(L.db));
     char err[256];
     int rc = code ? 0 : jl_scan(L.corpus, fields, L.nfields,
@@ -632,9 +784,13 @@ int bench_internal(int argc, char **argv)
     if (strcmp(argv[1], "--internal-measure") == 0)
         return internal_measure(argc, argv);
     if (strcmp(argv[1], "--internal-fts5") == 0)
-        return internal_fts5(argc, argv);
+        return internal_fts5(argc, argv, false);
+    if (strcmp(argv[1], "--internal-fts5-add") == 0)
+        return internal_fts5(argc, argv, true);
     if (strcmp(argv[1], "--internal-xapian") == 0)
-        return internal_xapian(argc, argv);
+        return internal_xapian(argc, argv, false);
+    if (strcmp(argv[1], "--internal-xapian-add") == 0)
+        return internal_xapian(argc, argv, true);
     return bench_fail(BENCH_USAGE, "unknown option '%s'", argv[1]);
 }
 

@@ -50,12 +50,25 @@
  * readers), median, p99 (nearest rank) and maximum latency, errors; the
  * ratios load / idle; and the reload's wall time beside the benchmark's
  * load alone.
+ *
+ * --incremental (issue 14's "incremental" figure) runs on the benchmark's
+ * own database, as the first load left it, with the cache it was made
+ * with (the default): --incr-readers readers (default 4) search as above
+ * while `kvfts load --batch N` (default 1,000) loads the corpus again with
+ * the spec's own key template, so every document is replaced.  Its docs/s
+ * is compared with the first load's.  Then single-document writes, each
+ * timed: --latency-docs N documents (the corpus's first N lines) put under
+ * new keys "lat::p::I", replaced by the next N lines, deleted; once as
+ * `kvfts -d DIR put|replace|del` processes (what a shell script pays: exec,
+ * open, write, close), once as kvfts_put / kvfts_replace / kvfts_del calls
+ * on one open handle (keys "lat::a::I").  Median and p99 of each.
  */
 #define _DEFAULT_SOURCE
 
 #include "bench.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -444,5 +457,154 @@ int bench_readers_run(bench_readers *rd, const bench_env *e,
                    " during the load; the first: %s", rd->idle.errors,
                    rd->load.errors, rd->idle.first_error[0]
                    ? rd->idle.first_error : rd->load.first_error);
+    return code;
+}
+
+/* ---- --incremental ------------------------------------------------------ */
+
+/* The first 2 * n non-blank lines of the corpus (fewer if it is short). */
+static size_t read_lines(char ***out, const char *path, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = NULL, **v = bench_xmalloc((2 * n + 1) * sizeof *v);
+    size_t cap = 0, k = 0;
+    ssize_t len;
+    while (f && k < 2 * n && (len = getline(&buf, &cap, f)) != -1) {
+        while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+            buf[--len] = '\0';
+        if (buf[strspn(buf, " \t")])
+            v[k++] = bench_strdup(buf);
+    }
+    if (f)
+        fclose(f);
+    free(buf);
+    *out = v;
+    return k;
+}
+
+static void lat_stats(bench_latency *l, double *v, size_t n)
+{
+    bench_sort(v, n);
+    l->n = n;
+    l->med = bench_median_sorted(v, n);
+    l->p99 = bench_p99_sorted(v, n);
+}
+
+/* Single writes as `kvfts` processes. */
+static void lat_process(bench_incr *in, const bench_env *e, const char *dir,
+                        char **lines, size_t n)
+{
+    static const char *const cmds[NLAT] = { "put", "replace", "del" };
+    double *v = bench_xmalloc((n + 1) * sizeof *v);
+    for (int op = 0; op < NLAT; op++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            char key[64];
+            snprintf(key, sizeof key, "lat::p::%zu", i);
+            char *json = op == LAT_PUT ? lines[i] : lines[n + i];
+            char *argv[] = { (char *)e->kvfts, "-d", (char *)dir,
+                             (char *)cmds[op], key,
+                             op == LAT_DELETE ? NULL : json, NULL };
+            double secs;
+            int st = bench_run_timed(argv, &secs);
+            if (st != 0)
+                in->lat[LAT_PROCESS][op].errors++;
+            else
+                v[k++] = secs * 1e3;
+        }
+        lat_stats(&in->lat[LAT_PROCESS][op], v, k);
+    }
+    free(v);
+}
+
+/* Single writes as library calls on one handle. */
+static int lat_api(bench_incr *in, const char *dir, char **lines, size_t n)
+{
+    kvfts_db *db = NULL;
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    int rc = kvfts_open(&db, dir, &o);
+    if (rc != KVFTS_OK) {
+        int code = bench_fail(BENCH_ERR, "incremental: open %s: %s", dir,
+                              kvfts_errmsg(db));
+        kvfts_close(db);
+        return code;
+    }
+    double *v = bench_xmalloc((n + 1) * sizeof *v);
+    for (int op = 0; op < NLAT; op++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            char key[64];
+            int kl = snprintf(key, sizeof key, "lat::a::%zu", i);
+            const char *json = op == LAT_PUT ? lines[i] : lines[n + i];
+            double t0 = bench_now();
+            if (op == LAT_PUT)
+                rc = kvfts_put(NULL, db, key, (size_t)kl, json, strlen(json),
+                               0);
+            else if (op == LAT_REPLACE)
+                rc = kvfts_replace(NULL, db, key, (size_t)kl, json,
+                                   strlen(json), 0);
+            else
+                rc = kvfts_del(db, key, (size_t)kl, 0);
+            double ms = (bench_now() - t0) * 1e3;
+            if (rc != KVFTS_OK)
+                in->lat[LAT_API][op].errors++;
+            else
+                v[k++] = ms;
+        }
+        lat_stats(&in->lat[LAT_API][op], v, k);
+    }
+    free(v);
+    kvfts_close(db);
+    return 0;
+}
+
+int bench_incr_run(bench_incr *in, const bench_env *e, const bench_spec *s,
+                   const bench_corpus *c, const bench_queries *qs)
+{
+    if (qs->n == 0 && in->n > 0)
+        return bench_fail(BENCH_ERR, "incremental: the query set is empty");
+    int n = in->n;
+    size_t bytes = sizeof(shm) + (size_t)n * SAMPLES_MAX * sizeof(double);
+    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return bench_fail(BENCH_ERR, "incremental: mmap %zu bytes: %s", bytes,
+                          strerror(errno));
+    char *dir = bench_path(e->work, "kvfts");
+    phase_ctx p = { mem, (double *)((char *)mem + sizeof(shm)), { 0 }, n,
+                    dir, qs, 0 };
+    bench_note("%s: incremental: %d readers while the corpus is loaded over "
+               "itself (--batch %" PRIu64 ")", s->name, n, in->batch);
+    int code = n ? phase_start(&p) : 0;
+    double t0 = bench_now();
+    if (!code) {
+        atomic_store(&p.sh->record, 1);
+        code = bench_reload_kvfts(&in->load, e, s->key.text, in->batch, c);
+        atomic_store(&p.sh->record, 0);
+        double t = bench_now() - t0;
+        int stop = n ? phase_stop(&p) : 0;
+        if (n)
+            phase_stats(&in->readers, &p, t);
+        code = code ? code : stop;
+    }
+    munmap(mem, bytes);
+    char **lines = NULL;
+    size_t nl = in->ndocs ? read_lines(&lines, c->path, in->ndocs) : 0;
+    size_t ln = nl / 2;
+    if (!code && ln) {
+        bench_note("%s: single writes: %zu puts, replaces, deletes as "
+                   "processes, then as calls", s->name, ln);
+        lat_process(in, e, dir, lines, ln);
+        code = lat_api(in, dir, lines, ln);
+    }
+    for (size_t i = 0; i < nl; i++)
+        free(lines[i]);
+    free(lines);
+    free(dir);
+    in->done = code == 0;
+    if (!code && in->readers.errors)
+        bench_warn("incremental: %" PRIu64 " searches failed during the "
+                   "load; the first: %s", in->readers.errors,
+                   in->readers.first_error);
     return code;
 }

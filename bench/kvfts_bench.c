@@ -4,9 +4,15 @@
  *
  *   kvfts-bench --corpus NAME [options]    one corpus: load, size, memory,
  *                                          query latency, match sets
- *   kvfts-bench --growth [--sizes ...]     the synthetic corpus at growing
- *                                          sizes: load speed, bytes per
- *                                          posting, latency per class
+ *   kvfts-bench --growth [--sizes ...]     one database grown step by
+ *                                          step (bench_growth.c): the
+ *                                          synthetic corpus, or with
+ *                                          --corpus NAME that corpus
+ *                                          cycled with distinct keys
+ *   kvfts-bench --corpus NAME --incremental  also the corpus loaded again
+ *                                          over itself while readers
+ *                                          search, and single-document
+ *                                          write latency (bench_readers.c)
  *   kvfts-bench --corpus NAME --readers N  also N searching processes, idle
  *                                          and while a load writes
  *                                          (bench_readers.c)
@@ -61,7 +67,9 @@ static const char usage_text[] =
     "                   [--keep] [--bench-dir DIR] [--spec FILE]\n"
     "                   [--queries FILE] [--corpus-file FILE]\n"
     "                   [--readers N] [--readers-batch N] [--readers-cache MB]\n"
-    "       kvfts-bench --growth [--sizes 10000,100000,1000000,5000000] ...\n"
+    "                   [--incremental] [--incr-readers N] [--incr-batch N]\n"
+    "                   [--latency-docs N]\n"
+    "       kvfts-bench --growth [--sizes N,N,...] [--corpus NAME] ...\n"
     "\n"
     "Benchmark kvfts against SQLite FTS5 (unicode61 remove_diacritics 2,\n"
     "detail=full) and Xapian (field prefixes plus unprefixed terms,\n"
@@ -88,9 +96,14 @@ static const char usage_text[] =
     "  --keep            keep the databases of --work after the run\n"
     "  --out DIR         results (default bench/results)\n"
     "  --data DIR        built corpora (default bench/data)\n"
-    "  --growth          the synthetic corpus at each of --sizes: docs/s,\n"
-    "                    bytes per posting, latency per class; writes\n"
-    "                    OUT/growth.json and OUT/growth.svg\n"
+    "  --growth          one database grown step by step to each of --sizes\n"
+    "                    (default 10000,100000,500000,1000000,2000000,\n"
+    "                    3000000,4000000,5000000): per step docs/s, peak\n"
+    "                    RSS of the load, freezer files, directory size,\n"
+    "                    latency per class; the synthetic corpus, writing\n"
+    "                    OUT/growth.json and .svg, or with --corpus NAME\n"
+    "                    (or --corpus-file) that corpus cycled with distinct\n"
+    "                    keys, writing OUT/growth-NAME.json and .svg\n"
     "  --bench-dir DIR   the bench/ directory (or $KVFTS_BENCH_DIR)\n"
     "  --spec FILE       a corpus spec instead of bench/corpora/NAME.json\n"
     "  --queries FILE    a query set instead of the spec's\n"
@@ -107,7 +120,17 @@ static const char usage_text[] =
     "                    (default 1000; 0: by --mem, as the benchmark's)\n"
     "  --readers-cache MB  Berkeley DB cache of that phase's database\n"
     "                    (default 512; the benchmark's 64 MB is too small\n"
-    "                    for a batched load of the catalog: see README)\n"
+    "                    for a batched load of the catalog: see README)\n";
+/* Split: C11 compilers need only take string literals of 4,095 bytes. */
+static const char usage_tail[] =
+    "  --incremental     then the corpus loaded again into the loaded\n"
+    "                    database, same keys (every document replaced),\n"
+    "                    --incr-batch N (default 1000), default cache, while\n"
+    "                    --incr-readers N (default 4) processes search:\n"
+    "                    its docs/s against the first load's, reader errors;\n"
+    "                    then --latency-docs N (default 200) single puts,\n"
+    "                    replaces and deletes, each as a `kvfts` process and\n"
+    "                    as a library call: median and p99\n"
     "\n"
     "The kvfts command used is the one beside kvfts-bench, or $KVFTS_BIN.\n"
     "Exit status: 0 the run completed (targets may be missed; differing\n"
@@ -127,6 +150,10 @@ typedef struct opts {
     int readers;              /* --readers: 0 none */
     uint64_t readers_batch;   /* --readers-batch: 0 by --mem */
     unsigned readers_cache;   /* --readers-cache MB */
+    bool incremental;         /* --incremental */
+    int incr_readers;         /* --incr-readers */
+    uint64_t incr_batch;      /* --incr-batch */
+    uint64_t latency_docs;    /* --latency-docs */
     uint64_t sizes[BENCH_MAX_SIZES];
     size_t nsizes;
 } opts;
@@ -251,6 +278,23 @@ static int parse_opt(opts *o, int c, const char *arg)
                                "1048576), not '%s'", arg);
         o->readers_cache = (unsigned)v;
         return 0;
+    case 'I': o->incremental = true; return 0;
+    case 'N':
+        if (!parse_u64(arg, &v, 0, BENCH_MAX_READERS))
+            return usage_error("--incr-readers takes 0 to 64 processes, not "
+                               "'%s'", arg);
+        o->incr_readers = (int)v;
+        return 0;
+    case 'T':
+        if (!parse_u64(arg, &o->incr_batch, 1, 1000000))
+            return usage_error("--incr-batch takes 1 to 1000000 documents, "
+                               "not '%s'", arg);
+        return 0;
+    case 'L':
+        if (!parse_u64(arg, &o->latency_docs, 0, 100000))
+            return usage_error("--latency-docs takes 0 to 100000, not '%s'",
+                               arg);
+        return 0;
     default: return BENCH_USAGE;
     }
 }
@@ -276,10 +320,15 @@ static int parse_opts(opts *o, int argc, char **argv)
         { "readers", required_argument, NULL, 'R' },
         { "readers-batch", required_argument, NULL, 'B' },
         { "readers-cache", required_argument, NULL, 'C' },
+        { "incremental", no_argument, NULL, 'I' },
+        { "incr-readers", required_argument, NULL, 'N' },
+        { "incr-batch", required_argument, NULL, 'T' },
+        { "latency-docs", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
-    static const uint64_t sizes[] = { 10000, 100000, 1000000, 5000000 };
+    static const uint64_t sizes[] = { 10000, 100000, 500000, 1000000,
+                                      2000000, 3000000, 4000000, 5000000 };
     memset(o, 0, sizeof *o);
     o->vs = true;
     o->xap = xap_available();
@@ -287,6 +336,9 @@ static int parse_opts(opts *o, int argc, char **argv)
     o->mem_mb = 128;
     o->readers_batch = 1000;
     o->readers_cache = 512;
+    o->incr_readers = 4;
+    o->incr_batch = 1000;
+    o->latency_docs = 200;
     memcpy(o->sizes, sizes, sizeof sizes);
     o->nsizes = sizeof sizes / sizeof *sizes;
     opterr = 0;
@@ -294,6 +346,7 @@ static int parse_opts(opts *o, int argc, char **argv)
     while (!code && (c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         if (c == 'h') {
             fputs(usage_text, stdout);
+            fputs(usage_tail, stdout);
             exit(BENCH_OK);
         }
         if (c == '?' || c == ':')
@@ -305,12 +358,12 @@ static int parse_opts(opts *o, int argc, char **argv)
         return code;
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
-    if (o->growth && (o->corpus || o->docs || o->corpus_file))
-        return usage_error("%s--growth runs the synthetic corpus at --sizes; "
-                           "drop --corpus, --docs and --corpus-file", "");
-    if (o->growth && o->readers)
-        return usage_error("%s--readers goes with --corpus, not --growth",
+    if (o->growth && o->docs)
+        return usage_error("%s--growth loads each of --sizes; drop --docs",
                            "");
+    if (o->growth && (o->readers || o->incremental))
+        return usage_error("%s--readers and --incremental go with --corpus, "
+                           "not --growth", "");
     if (!o->growth && !o->corpus && !o->spec)
         return usage_error("%sgive --corpus NAME or --growth", "");
     return 0;
@@ -577,6 +630,8 @@ static int measure(ctx *x, bench_result *r, bench_queries *qs,
     free(kv_dir);
     free(fts_db);
     free(xap_dir);
+    if (!code && x->o->incremental)
+        code = bench_incr_run(&r->incr, &env, s, &r->corpus, qs);
     if (!code && r->readers.n)
         code = bench_readers_run(&r->readers, &env, s, &r->corpus, qs);
     if (!code) {
@@ -731,6 +786,9 @@ static int run_corpus(ctx *x)
     r.readers.n = x->o->readers;
     r.readers.batch = x->o->readers_batch;
     r.readers.cache_mb = x->o->readers_cache;
+    r.incr.n = x->o->incr_readers;
+    r.incr.batch = x->o->incr_batch;
+    r.incr.ndocs = (size_t)x->o->latency_docs;
     if (!code)
         code = measure(x, &r, &qs, true);
     if (!code) {
@@ -746,24 +804,23 @@ static int run_corpus(ctx *x)
     return code;
 }
 
-static int growth_size(ctx *x, bench_growth *g, bench_queries *qs,
-                       uint64_t docs)
+static int cmp_u64(const void *a, const void *b)
 {
-    bench_result *r = &g->r[g->n];
-    memset(r, 0, sizeof *r);
-    r->spec = g->spec;
-    r->qs = qs;
-    r->vs = g->vs;
-    r->xap_on = g->xap_on;
-    r->runs = x->o->runs;
-    r->mem_mb = x->o->mem_mb;
-    bench_queries_reset(qs);
-    int code = corpus_file(&r->corpus.path, x->o, x->bench, x->data, x->work,
-                           g->spec, docs);
-    if (!code)
-        code = measure(x, r, qs, false);
-    g->n++;
-    return code;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* After each step: the JSON and the chart so far. */
+typedef struct growth_out {
+    char *json, *svg;
+} growth_out;
+
+static int growth_partial(bench_growth *g, void *payload)
+{
+    const growth_out *o = payload;
+    bench_growth_finish(g);
+    int code = bench_write_growth_json(o->json, g);
+    return code ? code : bench_write_growth_svg(o->svg, g);
 }
 
 static int run_growth(ctx *x)
@@ -774,33 +831,52 @@ static int run_growth(ctx *x)
     memset(&s, 0, sizeof s);
     memset(&qs, 0, sizeof qs);
     memset(g, 0, sizeof *g);
-    int code = load_spec(x, &s, &qs, "synthetic");
+    uint64_t sizes[BENCH_MAX_SIZES];
+    size_t n = x->o->nsizes;
+    memcpy(sizes, x->o->sizes, n * sizeof *sizes);
+    qsort(sizes, n, sizeof *sizes, cmp_u64);
+    const char *name = x->o->corpus ? x->o->corpus : "synthetic";
+    int code = load_spec(x, &s, &qs, name);
+    char sub[300], base[300];
+    snprintf(base, sizeof base, "%s%s", s.synthetic ? "growth" : "growth-",
+             s.synthetic ? "" : s.name);
+    snprintf(sub, sizeof sub, "%s", base);
     if (!code)
-        code = setup_dirs(x, "growth");
+        code = setup_dirs(x, sub);
     g->spec = &s;
     g->vs = x->o->vs;
     g->xap_on = x->o->xap;
-    for (size_t i = 0; i < x->o->nsizes && !code; i++) {
-        bench_note("growth: %" PRIu64 " documents (%zu of %zu)",
-                   x->o->sizes[i], i + 1, x->o->nsizes);
-        code = growth_size(x, g, &qs, x->o->sizes[i]);
-    }
+    char *file = NULL;
+    if (!code)
+        code = corpus_file(&file, x->o, x->bench, x->data, x->work, &s,
+                           s.synthetic ? sizes[n - 1] : 0);
+    bench_env env = { x->self, x->kvfts, x->work, x->o->mem_mb };
+    char jn[320], sn[320];
+    snprintf(jn, sizeof jn, "%s.json", base);
+    snprintf(sn, sizeof sn, "%s.svg", base);
+    growth_out gout = { x->out ? bench_path(x->out, jn) : NULL,
+                        x->out ? bench_path(x->out, sn) : NULL };
+    bench_growth_opts go = { sizes, n, file, !s.synthetic, x->o->runs,
+                             x->o->mem_mb, growth_partial, &gout };
+    if (!code)
+        code = bench_growth_run(g, &env, &qs, &go);
+    if (x->work && !x->o->keep)
+        bench_work_clean(x->work);
     if (!code) {
         bench_growth_finish(g);
         bench_print_growth(stdout, g);
         fflush(stdout);
-        char *json = bench_path(x->out, "growth.json");
-        char *svg = bench_path(x->out, "growth.svg");
-        code = bench_write_growth_json(json, g);
+        code = bench_write_growth_json(gout.json, g);
         if (!code)
-            code = bench_write_growth_svg(svg, g);
-        free(json);
-        free(svg);
+            code = bench_write_growth_svg(gout.svg, g);
     }
+    free(gout.json);
+    free(gout.svg);
     for (size_t i = 0; i < g->n; i++) {
         free(g->r[i].corpus.path);
         free(g->r[i].figs);
     }
+    free(file);
     free(g);
     bench_queries_free(&qs);
     bench_spec_free(&s);

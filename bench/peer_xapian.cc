@@ -86,14 +86,14 @@ const char *xap_version(void)
     return Xapian::version_string();
 }
 
-int xap_create(xap_db **out, const char *dir, const char *const *fields,
-               size_t nfields)
+static int create(xap_db **out, const char *dir, const char *const *fields,
+                  size_t nfields, int action)
 {
     xap_db *db = *out = new (std::nothrow) xap_db;
     if (!db)
         return -1;
     try {
-        db->wdb = Xapian::WritableDatabase(dir, Xapian::DB_CREATE_OR_OVERWRITE);
+        db->wdb = Xapian::WritableDatabase(dir, action);
         set_fields(db, fields, nfields);
         return 0;
     } catch (const Xapian::Error &e) {
@@ -101,6 +101,18 @@ int xap_create(xap_db **out, const char *dir, const char *const *fields,
     } catch (const std::exception &e) {
         return fail_std(db, dir, e);
     }
+}
+
+int xap_create(xap_db **out, const char *dir, const char *const *fields,
+               size_t nfields)
+{
+    return create(out, dir, fields, nfields, Xapian::DB_CREATE_OR_OVERWRITE);
+}
+
+int xap_append(xap_db **out, const char *dir, const char *const *fields,
+               size_t nfields)
+{
+    return create(out, dir, fields, nfields, Xapian::DB_CREATE_OR_OPEN);
 }
 
 int xap_add(xap_db *db, const char *key, size_t key_len,

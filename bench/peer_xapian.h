@@ -49,6 +49,10 @@ const char *xap_version(void);
  *  of memory): read xap_errmsg(), then xap_close(). */
 int xap_create(xap_db **out, const char *dir, const char *const *fields,
                size_t nfields);
+/** The same, but the database @p dir is opened to add to when it exists
+ *  (the growth run's steps), created when it does not. */
+int xap_append(xap_db **out, const char *dir, const char *const *fields,
+               size_t nfields);
 /** Add or replace the document of key @p key: vals[i] / lens[i] is the
  *  text of fields[i] (NULL: missing). */
 int xap_add(xap_db *db, const char *key, size_t key_len,

@@ -22,6 +22,12 @@ int xap_create(xap_db **out, const char *dir, const char *const *fields,
     return -1;
 }
 
+int xap_append(xap_db **out, const char *dir, const char *const *fields,
+               size_t nfields)
+{
+    return xap_create(out, dir, fields, nfields);
+}
+
 int xap_add(xap_db *db, const char *key, size_t key_len,
             const char *const *vals, const size_t *lens)
 {

@@ -5,12 +5,17 @@
 # query (100% agreement) and sizes on disk; a query pair that does not mean
 # the same is reported as a disagreement (exit status still 0: the run
 # completed; the JSON's agreement.ok is false, the table says DIFFERS and
-# stderr warns); the Xapian peer when built with it (the default peers are
+# stderr warns); the directory as a user sees it (du -sb) and no freezer
+# file; the Xapian peer when built with it (the default peers are
 # fts5,xapian): its columns, its load, its counts and match sets equal to
 # kvfts's (the corpus is lower-case words and spaces, where the analyses
 # agree), a disagreement of its own from a fourth query column, --vs fts5
-# and --vs xapian alone; --vs none; a missing gnuplot is a warning; the
-# growth run with a stand-in corpus.sh; and usage errors (exit 2) and a
+# and --vs xapian alone; --vs none; a missing gnuplot is a warning;
+# --incremental (the corpus loaded over itself while 2 readers search: no
+# reader error, every document replaced, single-write latencies); the
+# growth run, synthetic with a stand-in corpus.sh and a real corpus cycled
+# (step rates, peak RSS, no freezer file, counts equal to FTS5's; the steps
+# load no Xapian); and usage errors (exit 2) and a
 # missing kvfts-bench (exit 1).
 source "$(dirname "$0")/lib.sh"
 
@@ -84,6 +89,19 @@ expect_eq "sizes and memory > 0" \
             .load.fts5.peak_rss_kb, .load.kvfts.postings] | all(. > 0)' "$J")" true
 expect_eq "documents" "$(jq -c '[.corpus.docs, .load.kvfts.documents, .load.fts5.documents]' "$J")" \
     '[300,300,300]'
+for row in "directory (du -sb)" "freezer files (peak)"; do
+    check "table row '$row'" grep -q "^$row " <<<"$OUT"
+done
+# The whole directory holds more than the data files (the log, DB_CONFIG,
+# the registry); no freezer file during or after the load; regions seen
+# outside the directory have a size.
+expect_eq "directory sizes" \
+    "$(jq '.load.kvfts | .dir_bytes > .data_bytes and .dir_bytes > .log_bytes
+                       and .freezer_files_peak == 0 and .freezer_files_after == 0
+                       and ((.regions_outside_dir | not) or .regions_outside_peak_bytes > 0)' "$J")" true
+expect_eq "size figures" \
+    "$(jq -c '[.figures[] | select(.id == "dir.bytes" or .id == "freezer.peak_files")
+               | [.id, .goal, .ok]]' "$J")" '[["dir.bytes",1,false],["freezer.peak_files",0,true]]'
 # A count computed here, independently of both engines.
 want=$(grep -c '"body":"[^"]*\balpha\b\|"title":"[^"]*\balpha\b' "$T_DIR/tiny.jsonl")
 expect_eq "alpha count" "$(jq '.queries[0].kvfts_count' "$J")" "$want"
@@ -161,6 +179,25 @@ check "no stale chart" test ! -e "$T_DIR/out/tiny.svg"
 KVFTS_GNUPLOT=/nonexistent/gnuplot expect_exit 0 bench --corpus tiny
 expect_stderr_contains "gnuplot not found (install gnuplot-nox)"
 
+# --- incremental: the corpus over itself while readers search ----------------
+expect_exit 0 bench --corpus tiny --vs none --incremental --incr-readers 2 \
+    --incr-batch 50 --latency-docs 5
+expect_stdout_contains "incremental: the corpus loaded again over itself"
+expect_stdout_contains "reader errors: 0  ok"
+I=$(jq -c '.incremental' "$J")
+expect_eq "incremental load" \
+    "$(jq -c '[.batch, .load.documents, .readers, .during_load.errors, .readers_ok,
+               .ratio > 0, .load.freezer_files_peak]' <<<"$I")" '[50,300,2,0,true,true,0]'
+check "readers searched during it" test "$(jq '.during_load.searches' <<<"$I")" -gt 0
+expect_eq "single writes" \
+    "$(jq -c '[.single_writes_ms | to_entries[] | select(.value | type == "object")
+               | [.key, .value.n, .value.errors, .value.median_ms > 0,
+                  .value.p99_ms >= .value.median_ms]] | map(.[1:]) | unique' <<<"$I")" \
+    '[[5,0,true,true]]'
+expect_eq "single-write series" \
+    "$(jq -c '[.single_writes_ms | keys[] | select(. != "api" and . != "process")]' <<<"$I")" \
+    '["api_delete","api_put","api_replace","process_delete","process_put","process_replace"]'
+
 # --- growth, with a stand-in corpus.sh for the synthetic corpus ---------------
 cat >"$B/corpus.sh" <<EOF
 #!/usr/bin/env bash
@@ -184,8 +221,31 @@ if [ "$XAPIAN" = 1 ]; then
 fi
 check "growth table has every class" \
     test "$(grep -cE '^(term-common|term-rare|and2|and3|or|not|phrase|prefix|field) +(top-10|count) ' <<<"$OUT")" = 18
-expect_eq "growth JSON" "$(jq -c '[.growth[].docs, (.scale.to_docs)]' "$T_DIR/out/growth.json")" '[50,200,200]'
+G="$T_DIR/out/growth.json"
+expect_eq "growth JSON" "$(jq -c '[.growth[].docs, (.scale.to_docs)]' "$G")" '[50,200,200]'
+# One database grown in steps: the second step adds 150 documents.
+expect_eq "growth steps" \
+    "$(jq -c '[.growth[] | [.step_docs, .step_docs_per_s > 0, .load.kvfts.peak_rss_kb > 0,
+                            .load.kvfts.freezer_files_peak, .load.kvfts.dir_bytes > 0,
+                            .load.fts5.data_bytes > 0]]' "$G")" \
+    '[[50,true,true,0,true,true],[150,true,true,0,true,true]]'
+expect_eq "growth targets" "$(jq -c '[.rss.ok, .freezer.ok, .cycled]' "$G")" '[true,true,false]'
+expect_stdout_contains "target: no freezer file at any size  ok"
 check "corpora built" test -s "$T_DIR/data/synthetic-200.jsonl"
+# A real corpus cycled with distinct keys: 300 documents to 200, then 700.
+expect_exit 0 bench --growth --corpus tiny --sizes 700,200 --data "$T_DIR/data"
+G="$T_DIR/out/growth-tiny.json"
+expect_eq "cycled growth" \
+    "$(jq -c '[.cycled, .cycle_docs, [.growth[] | .docs, .step_docs, .load.kvfts.documents]]' "$G")" \
+    '[true,300,[200,200,200,700,500,700]]'
+expect_stdout_contains "match counts: 20 of 20 (query, size) pairs equal  ok"
+if [ "$XAPIAN" = 1 ]; then
+    # Xapian grows with the same steps: its database holds every document.
+    expect_stdout_contains "match counts vs xapian: 20 of 20 (query, size) pairs equal"
+    expect_eq "cycled growth, xapian" \
+        "$(jq -c '[.growth[] | .load.xapian.documents, .load.xapian.data_bytes > 0]' "$G")" \
+        '[200,true,700,true]'
+fi
 
 # --- usage and missing pieces -------------------------------------------------
 bench_error() {   # bench_error CODE TEXT ARGS...: one line "kvfts-bench: ..."
@@ -206,7 +266,7 @@ if [ "$XAPIAN" = 0 ]; then
     bench_error 2 "built without Xapian" --corpus tiny --vs xapian
 fi
 bench_error 2 "give --corpus NAME or --growth" --runs 3
-bench_error 2 "drop --corpus" --growth --corpus tiny
+bench_error 2 "drop --docs" --growth --docs 10
 bench_error 2 "bench dir $T_DIR/none: not a directory" --bench-dir "$T_DIR/none" --corpus tiny
 mkdir -p "$T_DIR/mine/kvfts" && echo precious >"$T_DIR/mine/kvfts/file"
 bench_error 2 "work dir $T_DIR/mine: not empty and not made by kvfts-bench" \
