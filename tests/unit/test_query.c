@@ -1057,7 +1057,7 @@ static void test_topk_counts(void **state)
     fx_open(&f, NULL);
     size_t n = 3000;
     tkdoc *docs = calloc(n, sizeof *docs);
-    char json[2048], key[16];
+    char json[2048], key[32];
     for (size_t i = 0; i < n;) {       /* three batches: three segments */
         kvfts_batch *b = NULL;
         assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
