@@ -155,9 +155,8 @@ static int make_entry(kv_buf *out, uint32_t n, uint32_t ncols, bool external,
     if (!rc && n && !external)
         rc = idx_block_encode(&l, 0, n, &blk, &scratch, err);
     uint64_t ndel_all = 0;
-    for (uint32_t k = 0, id = 0; !rc && k < ndel; k++) {
+    for (uint32_t k = 0; !rc && k < ndel; k++) {
         uint32_t gap = 1 + rnd(k % 2 ? 5 : 5000);
-        id += gap;
         rc = idx_buf_varint(&dels, gap, err);
         ndelc[k % ncols]++;
         ndel_all += (cols[k % ncols] & IDX_KIND_ALL) != 0;
