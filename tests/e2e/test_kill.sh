@@ -147,9 +147,11 @@ while [ $kills -lt "$KILLS" ]; do
     [ $P -le 20 ] || fail "$kills kills after 20 passes: the runs end too soon"
     pass_file $P
     if [ $P -gt 1 ]; then
-        # Deletions the pass will undo: three random documents.
-        for _ in 1 2 3; do
-            expect_exit 0 kv del "item::$((1 + RANDOM % N))"
+        # Deletions the pass will undo: three documents, a random one and
+        # those a third and two thirds of the way further on.
+        d=$((RANDOM % N))
+        for k in 0 1 2; do
+            expect_exit 0 kv del "item::$(((d + k * N / 3) % N + 1))"
         done
         # The state the pass starts from.
         dump "$T_DIR/base.txt"
