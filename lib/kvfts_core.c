@@ -13,6 +13,7 @@
 #include "kvfts_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- errors and small helpers ------------------------------------------ */
@@ -161,6 +162,14 @@ int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
 done:
     kv_buf_free(&v);
     return rc;
+}
+
+uint64_t api_merge_step_bytes(void)
+{
+    const char *e = getenv("KVFTS_MERGE_STEP_KB");
+    long kb = e && *e ? atol(e) : 0;
+    return kb > 0 && kb < 1024L * 1024 ? (uint64_t)kb * 1024u
+                                       : API_MERGE_STEP_BYTES;
 }
 
 typedef struct merge_req {

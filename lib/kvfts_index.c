@@ -464,7 +464,7 @@ int kvfts_optimize(kvfts_db *db, kvfts_merge_fn progress, void *payload)
     int more = 1;
     while (!rc && more) {
         idx_merge_stats st;
-        rc = api_merge_step(db, true, API_MERGE_STEP_BYTES, &more, &st,
+        rc = api_merge_step(db, true, api_merge_step_bytes(), &more, &st,
                             &db->err);
         if (!rc && progress && progress(payload, st.done, st.total,
                                         st.segments))

@@ -58,6 +58,11 @@ int api_config_json(const char **json, size_t *len, kvfts_db *db);
 int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err);
 /** Index bytes one merge step writes at most (its transaction's size). */
 #define API_MERGE_STEP_BYTES (8u * 1024u * 1024u)
+/** The step of kvfts_optimize() and of the merging after a batch:
+ *  API_MERGE_STEP_BYTES, or KVFTS_MERGE_STEP_KB kilobytes if that is set
+ *  in the environment (the crash tests: a small index merged in many
+ *  steps, so that a kill lands between steps as well as in one). */
+uint64_t api_merge_step_bytes(void);
 /** One bounded step of merge work (idx_merge_step) in a transaction of
  *  its own; *more: work is left.  @p all: toward one segment.  @p st (may
  *  be NULL): the merge figures after the step. */

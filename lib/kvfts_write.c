@@ -928,7 +928,7 @@ int kvfts_batch_commit(kvfts_batch *b)
     size_t mb = b->flushed >> 20;
     b->flushed = 0;
     merge_some(db, (unsigned)(mb < 1 ? 1 : mb > 64 ? 64 : mb),
-               API_MERGE_STEP_BYTES);
+               api_merge_step_bytes());
     return api_finish(db, rc);
 }
 

@@ -61,7 +61,8 @@
  * dead process's locks and aborts its transactions, with is_alive answered
  * from this registry, so a reused pid is not mistaken for the dead one);
  * only when the dead process was inside Berkeley DB (failchk says
- * DB_RUNRECOVERY) does it run recovery, by removing the regions and opening
+ * DB_RUNRECOVERY), or when it died making the regions (they cannot be
+ * joined: EAGAIN), does it run recovery, by removing the regions and opening
  * with DB_RECOVER.  Survivors that then get DB_RUNRECOVERY are not failed:
  * their instance of the environment is marked dead, the operation returns
  * KV_RETRY (kv_txn_run and batches redo it), and the next transaction opens
@@ -803,6 +804,15 @@ static int inst_open(shared_env *sh, bool create, bool recover,
         else if (ret == DB_RUNRECOVERY)
             rc = kv_seterr(err, KV_RETRY, "database '%s': the environment "
                            "needs recovery", sh->dir);
+        else if (ret == EAGAIN && !recover)
+            /* BDB1546 "unable to join the environment": the regions exist
+             * but were never finished.  Regions are made only with the
+             * door held, as it is now, so their maker died making them (a
+             * process killed while it recovered or opened first); no one
+             * else ever will finish them.  Recovery removes and remakes
+             * them. */
+            rc = kv_seterr(err, KV_RETRY, "database '%s': the regions were "
+                           "left half made", sh->dir);
         else
             rc = kv_seterr(err, recover ? KVFTS_ECORRUPT : KVFTS_ERROR,
                            "database '%s': %s%s%s%s", sh->dir,

@@ -23,7 +23,11 @@
  * flushes, commits, aborts, analysis workers, and merges (the policy's and
  * everything, in bounded steps, a merge left under way while writes go on)
  * runs that comparison after each phase, under two configs (stemmed,
- * keyword and excluded fields, numbers and booleans; no positions).  A
+ * keyword and excluded fields, numbers and booleans; no positions).  Half
+ * the time it then rebuilds the index (from several segments with
+ * deletions, often in the middle of a merge), compares the rebuilt one
+ * too, before and after merging it, and commits it, the run going on
+ * writing over it, or aborts it (rebuild equivalence).  A
  * bigger index is merged in the smallest steps with writes and checks in
  * between.  Directed tests: block boundaries and a term emptied by
  * deletions (before and after merges), skip_to across blocks and segments,
@@ -183,6 +187,11 @@ typedef struct model {
     uint64_t flushes, commits, aborts, old_replaces, old_deletes;
     uint64_t merge_steps, merges_done, all_merges, checks, checks_merging;
     uint64_t worker_ops;   /* operations analyzed by worker threads */
+    uint64_t rebuilds;     /* rebuilds checked during a run, */
+    uint64_t rebuilds_multi;      /* the index then in several segments */
+    uint64_t rebuilds_merging;    /* a merge then under way */
+    uint64_t rebuilds_kept;       /* committed: the run goes on from it */
+    uint64_t rebuilds_left_merging;  /* committed in the middle of a merge */
 } model;
 
 static void random_parts(model *m, dparts *p)
@@ -1427,6 +1436,64 @@ static void m_rebuild_checks(model *m)
     m_check_now(m, "rebuilt in one segment");
 }
 
+/* The index rebuilt from the documents in the middle of a run, while the
+ * index it replaces has several segments, deletions and replaced postings
+ * not yet merged away, maybe a merge under way: the rebuilt index (made of
+ * segments of a random size bound, then merged by the policy a random
+ * number of steps, maybe left in the middle of a merge) answers as the
+ * model does.  Half the time it is committed and the run goes on writing
+ * over it -- the same writer, replacing and deleting documents of the
+ * rebuilt segments, merging them -- else it is aborted and the index must
+ * be as it was. */
+static void m_rebuild_mid(model *m)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    idx_merge_stats before, st;
+    if (rnd(2))        /* one smallest step of a merge of everything */
+        m_merge(m, true, 1, 1);
+    m_segments(m, &before);
+    assert_int_equal(kv_txn_begin(&t, m->env, true, &err), 0);
+    static const size_t bounds[] = { 1, 2048, 65536, 0 };
+    size_t bound = bounds[rnd(NELEM(bounds))];
+    int rc = idx_rebuild(t, m->cfg, m->cfg_len, bound, NULL, NULL, &err);
+    if (rc)
+        fail_msg("rebuild (seed %llu): %s", (unsigned long long)m->seed,
+                 err.msg);
+    m->rebuilds++;
+    m->rebuilds_multi += before.segments > 1;
+    m->rebuilds_merging += before.merging;
+    assert_int_equal(idx_merge_stats_get(t, &st, &err), 0);
+    assert_false(st.merging);
+    if (bound == 1)
+        assert_true(st.segments >= 2 || st.segments == 0 ||
+                    m->nkeys == 1);
+    m_check(m, t, "rebuilt during the run");
+    bool more = true;
+    unsigned steps = rnd(4) ? 1 + rnd(20) : 100000;
+    for (unsigned i = 0; more && i < steps; i++) {
+        rc = idx_merge_step(t, rnd(4) == 0, rnd(2) ? 1 : 1u << 20, &more,
+                            &err);
+        if (rc)
+            fail_msg("merge of a rebuilt index (seed %llu): %s",
+                     (unsigned long long)m->seed, err.msg);
+    }
+    m_check(m, t, "rebuilt during the run, then merged");
+    if (rnd(2)) {
+        assert_int_equal(idx_merge_stats_get(t, &st, &err), 0);
+        assert_int_equal(kv_txn_commit(t, &err), 0);
+        m->rebuilds_kept++;
+        m->rebuilds_left_merging += st.merging;
+        m_check_now(m, "a rebuild committed during the run");
+    } else {
+        kv_txn_abort(t);
+        m_segments(m, &st);
+        assert_int_equal(st.segments, before.segments);
+        assert_int_equal(st.merging, before.merging);
+        m_check_now(m, "a rebuild aborted during the run");
+    }
+}
+
 /* A seeded random run: nops operations, checked every phase operations. */
 static void model_run(model *m, uint32_t nops, uint32_t phase)
 {
@@ -1450,6 +1517,8 @@ static void model_run(model *m, uint32_t nops, uint32_t phase)
             char what[64];
             snprintf(what, sizeof what, "after operation %u", op);
             m_check_now(m, what);
+            if (rnd(2) == 0)
+                m_rebuild_mid(m);
             if (rnd(3) == 0) {          /* the next phase with workers */
                 m->workers = m->workers ? 0 : 2;
                 assert_int_equal(idx_writer_workers(m->w, m->workers, &err),
@@ -1497,6 +1566,16 @@ static void test_model(void **state)
     assert_true(m.aborts > 0 && m.old_replaces > 0 && m.old_deletes > 0);
     assert_true(m.worker_ops > 0 && m.worker_ops < 3000);
     assert_true(m.merges_done > m.all_merges && m.all_merges > 0);
+    print_message("model: %llu rebuilds during the run (%llu of several "
+                  "segments, %llu in the middle of a merge), %llu "
+                  "committed (%llu left in the middle of a merge)\n",
+                  (unsigned long long)m.rebuilds,
+                  (unsigned long long)m.rebuilds_multi,
+                  (unsigned long long)m.rebuilds_merging,
+                  (unsigned long long)m.rebuilds_kept,
+                  (unsigned long long)m.rebuilds_left_merging);
+    assert_true(m.rebuilds_multi > 0 && m.rebuilds_merging > 0);
+    assert_true(m.rebuilds_kept > 0 && m.rebuilds_kept < m.rebuilds);
     model_close(&m);
 }
 
