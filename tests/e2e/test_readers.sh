@@ -235,7 +235,7 @@ EOF
     expect_exit 2 kv bench --corpus tiny --readers 65
     expect_stderr_contains "kvfts-bench: --readers takes 0 to 64 processes, not '65'"
     expect_exit 2 kv bench --growth --readers 2
-    expect_stderr_contains "kvfts-bench: --readers goes with --corpus, not --growth"
+    expect_stderr_contains "kvfts-bench: --readers and --incremental go with --corpus, not --growth"
 else
     echo "$T_NAME: no kvfts-bench beside kvfts: kvfts bench --readers not tested" >&2
 fi
