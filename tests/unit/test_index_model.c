@@ -1519,7 +1519,9 @@ static void model_run(model *m, uint32_t nops, uint32_t phase)
             m_check_now(m, what);
             if (rnd(2) == 0)
                 m_rebuild_mid(m);
-            if (rnd(3) == 0) {          /* the next phase with workers */
+            /* the next phase with workers or without (the first phase
+             * after the start always with: a run must test both) */
+            if (rnd(3) == 0 || (op == phase && !m->workers)) {
                 m->workers = m->workers ? 0 : 2;
                 assert_int_equal(idx_writer_workers(m->w, m->workers, &err),
                                  0);
