@@ -80,7 +80,7 @@ zcount() {
     local out
     out=$(kv search "zpass$1" --count 2>/dev/null)
     case $? in
-    0) json_num count "$out" ;;
+    0) json_num total "$out" ;;
     3) echo 0 ;;
     *) echo "-1" ;;
     esac
