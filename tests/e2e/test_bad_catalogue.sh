@@ -424,7 +424,9 @@ expect_stdout '{"total":1}'
 
 # row 43: a query with 10,000 terms: a 10,000-term OR (88,890 bytes) is
 # answered against the database of 99,000 distinct words, where every term
-# has postings, as is a 10,000-term AND; 10,001 terms are refused.
+# has postings, as is a 10,000-term AND; 10,001 terms are refused.  The
+# bound is a guard against a hang, not a speed target (0.5 s of CPU; under
+# the sanitizers on a busy machine it took 21 s of wall time).
 row 43 "a query with 10,000 terms"
 awk 'BEGIN { for (i = 1; i <= 10000; i++) printf "%sw%d", (i > 1 ? " OR " : ""), i }' \
     >"$T_DIR/or10k.txt"
@@ -433,14 +435,14 @@ expect_exit 0 kv -d "$T_DIR/big" search --query-file "$T_DIR/or10k.txt" --keys
 tock
 expect_stdout_contains '{"total":1}'
 echo "$T_NAME: row 43: 10,000-term OR query took $MS ms"
-check "10,000-term OR within 20 s (took $MS ms)" test "$MS" -lt 20000
+check "10,000-term OR within 60 s (took $MS ms)" test "$MS" -lt 60000
 Q=$(awk 'BEGIN { for (i = 1; i <= 10000; i++) printf "%sw%d", (i > 1 ? " " : ""), i }')
 tick
 expect_exit 0 kv -d "$T_DIR/big" search "$Q" --count
 tock
 expect_stdout '{"total":1}'
 echo "$T_NAME: row 43: 10,000-term AND query took $MS ms"
-check "10,000-term AND within 20 s (took $MS ms)" test "$MS" -lt 20000
+check "10,000-term AND within 60 s (took $MS ms)" test "$MS" -lt 60000
 # 10,001 terms, through stdin: the error names the offset of the last.
 awk 'BEGIN { for (i = 1; i <= 10001; i++) printf "%sw%d", (i > 1 ? " OR " : ""), i }' \
     >"$T_DIR/or10k1.txt"

@@ -233,7 +233,7 @@ for w in w1 w7 w29 w100 w2999; do
     if [ "$want_n" = 0 ]; then
         expect_eq "documents with $w" "$RC" 3
     else
-        expect_eq "documents with $w" "$OUT" "{\"count\":$want_n}"
+        expect_eq "documents with $w" "$OUT" "{\"total\":$want_n}"
     fi
 done
 finish
