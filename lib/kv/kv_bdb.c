@@ -93,8 +93,14 @@ int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what)
     case DB_KEYEMPTY:
         return kv_seterr(err, KVFTS_ENOTFOUND, "%s: not found", what);
     case DB_LOCK_DEADLOCK:
-    case DB_LOCK_NOTGRANTED:
         return kv_seterr(err, KV_RETRY, "%s: deadlock, retrying", what);
+    case DB_LOCK_NOTGRANTED:
+        /* No call waits with DB_TXN_NOWAIT/DB_LOCK_NOWAIT: this is a write
+         * transaction's lock timeout (DB_TIME_NOTGRANTED), not a deadlock,
+         * and it is not retried. */
+        return kv_seterr(err, KVFTS_EBUSY, "%s: waited %u s for another "
+                         "writer; giving up (KVFTS_BUSY_TIMEOUT)", what,
+                         kv__busy_timeout());
     case ENOMEM:
         if (tls_bdb_msg[0]) {   /* which table of the environment */
             kv_seterr(err, KVFTS_ENOMEM, "%s: out of memory (%s)", what,
