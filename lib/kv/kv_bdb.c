@@ -6,6 +6,7 @@
 #include "kv_int.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,6 +55,28 @@ void kv__inst_mark_dead(bdb_inst *in)
     pthread_mutex_lock(&sh->mu);
     in->dead = true;
     pthread_mutex_unlock(&sh->mu);
+}
+
+/* How long a write transaction waits for a lock another process holds
+ * (kv_env.c sets it; kv__bdb_err names it when it expires). */
+unsigned kv__busy_timeout(void)
+{
+    static atomic_uint cached;      /* 0: not read yet */
+    unsigned v = atomic_load(&cached);
+    if (v)
+        return v;
+    v = 30;
+    const char *e = getenv("KVFTS_BUSY_TIMEOUT");
+    if (e && *e) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long n = strtoul(e, &end, 10);
+        /* at most 4000: db_timeout_t is microseconds in 32 bits */
+        if (!errno && end && !*end && n > 0 && n <= 4000)
+            v = (unsigned)n;
+    }
+    atomic_store(&cached, v);
+    return v;
 }
 
 /* ---- error translation ------------------------------------------------- */

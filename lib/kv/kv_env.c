@@ -697,28 +697,7 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
  * deadlock detector runs, so while this process has a write transaction
  * open a watchdog thread of its instance runs the detector in
  * DB_LOCK_EXPIRE mode every WATCHDOG_MS. */
-#define BUSY_TIMEOUT_DEFAULT 30u
 #define WATCHDOG_MS 200
-
-unsigned kv__busy_timeout(void)
-{
-    static atomic_uint cached;      /* 0: not read yet */
-    unsigned v = atomic_load(&cached);
-    if (v)
-        return v;
-    v = BUSY_TIMEOUT_DEFAULT;
-    const char *e = getenv("KVFTS_BUSY_TIMEOUT");
-    if (e && *e) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long n = strtoul(e, &end, 10);
-        /* at most 4000: db_timeout_t is microseconds in 32 bits */
-        if (!errno && end && !*end && n > 0 && n <= 4000)
-            v = (unsigned)n;
-    }
-    atomic_store(&cached, v);
-    return v;
-}
 
 static void *watchdog_main(void *arg)
 {
