@@ -436,12 +436,15 @@ static int incr_run(int argc, char **av)
                           "'%s'", av[optind + 1]);
     const char *name = code ? NULL : av[optind];
     kvfts_db *db = NULL;
-    if (!code)
+    if (!code) {
+        tool_wait_notice_arm();
         code = tool_open(&db, &c, false, false);
+    }
     if (!code) {
         int64_t v;
         int rc = kvfts_incr(&v, db, name, strlen(name), delta,
                             has_initial ? &initial : NULL);
+        tool_wait_notice_disarm();
         if (rc) {
             code = tool_fail(db, rc, "incr");
         } else {
@@ -455,6 +458,7 @@ static int incr_run(int argc, char **av)
             printf("\",\"value\":%" PRId64 "}\n", v);
         }
     }
+    tool_wait_notice_disarm();
     kvfts_close(db);
     return code;
 }

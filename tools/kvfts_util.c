@@ -108,10 +108,10 @@ static void *notice_main(void *arg)
     return NULL;
 }
 
-void tool_wait_notice_arm(void)
+bool tool_wait_notice_arm(void)
 {
     if (notice.armed)
-        return;
+        return false;
     notice.done = false;
     /* Signals stay with the main thread (tool_signals_hold). */
     sigset_t all, old;
@@ -120,6 +120,7 @@ void tool_wait_notice_arm(void)
     notice.armed = pthread_create(&notice.thread, NULL, notice_main,
                                   NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return notice.armed;
 }
 
 void tool_wait_notice_disarm(void)
@@ -297,7 +298,12 @@ int tool_open(kvfts_db **out, const tool_common *c, bool create,
         cache_mb < 1024 * 1024)
         o.cache_bytes = (size_t)cache_mb * 1024 * 1024;
     kvfts_db *db = NULL;
+    /* Opening for writing begins a write transaction, which may wait for
+     * another process's (a load's batch). */
+    bool notice_mine = !read_only && !create && tool_wait_notice_arm();
     int rc = kvfts_open(&db, dir, &o);
+    if (notice_mine)
+        tool_wait_notice_disarm();
     if (rc) {
         int code = tool_fail(db, rc, "open");
         kvfts_close(db);

@@ -115,8 +115,10 @@ int tool_broken_pipe(void);
  * batch): tool_wait_notice_arm() starts a timer that then says so once on
  * stderr, "waiting for another writer (up to N s; KVFTS_BUSY_TIMEOUT)";
  * tool_wait_notice_disarm() stops it.  The library gives up after
- * KVFTS_BUSY_TIMEOUT seconds with KVFTS_EBUSY (exit 5). */
-void tool_wait_notice_arm(void);
+ * KVFTS_BUSY_TIMEOUT seconds with KVFTS_EBUSY (exit 5).  tool_open()
+ * arms it around opening for writing unless it is armed already.
+ * Returns whether this call armed it. */
+bool tool_wait_notice_arm(void);
 void tool_wait_notice_disarm(void);
 
 double tool_now(void);
