@@ -122,8 +122,10 @@ int cmd_write(int argc, char **argv)
     if (code)
         return code;
     kvfts_db *db;
+    tool_wait_notice_arm();
     code = tool_open(&db, &c, false, false);
     if (code) {
+        tool_wait_notice_disarm();
         free(buf);
         return code;
     }
@@ -140,6 +142,7 @@ int cmd_write(int argc, char **argv)
         rc = kvfts_write(&new_cas, db, mode, key, strlen(key), json, jlen,
                          cas);
     }
+    tool_wait_notice_disarm();
     if (rc) {
         code = tool_fail(db, rc, cmd);
     } else {
@@ -176,11 +179,15 @@ int cmd_del(int argc, char **argv)
     if (argc - optind != 1)
         return too_many("del");
     kvfts_db *db;
+    tool_wait_notice_arm();
     int code = tool_open(&db, &c, false, false);
-    if (code)
+    if (code) {
+        tool_wait_notice_disarm();
         return code;
+    }
     const char *key = argv[optind];
     int rc = kvfts_del(db, key, strlen(key), cas);
+    tool_wait_notice_disarm();
     if (rc) {
         code = tool_fail(db, rc, "del");
     } else {
@@ -429,12 +436,15 @@ static int incr_run(int argc, char **av)
                           "'%s'", av[optind + 1]);
     const char *name = code ? NULL : av[optind];
     kvfts_db *db = NULL;
-    if (!code)
+    if (!code) {
+        tool_wait_notice_arm();
         code = tool_open(&db, &c, false, false);
+    }
     if (!code) {
         int64_t v;
         int rc = kvfts_incr(&v, db, name, strlen(name), delta,
                             has_initial ? &initial : NULL);
+        tool_wait_notice_disarm();
         if (rc) {
             code = tool_fail(db, rc, "incr");
         } else {
@@ -448,6 +458,7 @@ static int incr_run(int argc, char **av)
             printf("\",\"value\":%" PRId64 "}\n", v);
         }
     }
+    tool_wait_notice_disarm();
     kvfts_close(db);
     return code;
 }

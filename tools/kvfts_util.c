@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -62,6 +63,76 @@ void tool_signals_hold(void)
         sigaction(sigs[i], &sa, NULL);
     }
     signal(SIGPIPE, SIG_IGN);
+}
+
+/* ---- waiting for another writer --------------------------------------- */
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    bool armed;          /* the thread runs */
+    bool done;           /* the write finished (mu) */
+} notice = { .mu = PTHREAD_MUTEX_INITIALIZER,
+             .cv = PTHREAD_COND_INITIALIZER };
+
+/* The library's timeout, read as lib/kv/kv_env.c reads it (for the
+ * message only). */
+static unsigned busy_timeout(void)
+{
+    const char *e = getenv("KVFTS_BUSY_TIMEOUT");
+    if (e && *e) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long n = strtoul(e, &end, 10);
+        if (!errno && !*end && n > 0 && n <= 4000)
+            return (unsigned)n;
+    }
+    return 30;
+}
+
+static void *notice_main(void *arg)
+{
+    (void)arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_mutex_lock(&notice.mu);
+    int r = 0;
+    while (!notice.done && r != ETIMEDOUT)
+        r = pthread_cond_timedwait(&notice.cv, &notice.mu, &ts);
+    if (!notice.done)
+        fprintf(stderr, "kvfts: waiting for another writer (up to %u s; "
+                "KVFTS_BUSY_TIMEOUT)\n", busy_timeout());
+    pthread_mutex_unlock(&notice.mu);
+    return NULL;
+}
+
+bool tool_wait_notice_arm(void)
+{
+    if (notice.armed)
+        return false;
+    notice.done = false;
+    /* Signals stay with the main thread (tool_signals_hold). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    notice.armed = pthread_create(&notice.thread, NULL, notice_main,
+                                  NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return notice.armed;
+}
+
+void tool_wait_notice_disarm(void)
+{
+    if (!notice.armed)
+        return;
+    pthread_mutex_lock(&notice.mu);
+    notice.done = true;
+    pthread_cond_signal(&notice.cv);
+    pthread_mutex_unlock(&notice.mu);
+    pthread_join(notice.thread, NULL);
+    notice.armed = false;
 }
 
 bool tool_interrupted(void)
@@ -227,7 +298,12 @@ int tool_open(kvfts_db **out, const tool_common *c, bool create,
         cache_mb < 1024 * 1024)
         o.cache_bytes = (size_t)cache_mb * 1024 * 1024;
     kvfts_db *db = NULL;
+    /* Opening for writing begins a write transaction, which may wait for
+     * another process's (a load's batch). */
+    bool notice_mine = !read_only && !create && tool_wait_notice_arm();
     int rc = kvfts_open(&db, dir, &o);
+    if (notice_mine)
+        tool_wait_notice_disarm();
     if (rc) {
         int code = tool_fail(db, rc, "open");
         kvfts_close(db);

@@ -110,6 +110,17 @@ void tool_signals_release(void);
  * holding it.  Returns EXIT_ERR. */
 int tool_broken_pipe(void);
 
+/* A single-document write (open included) that has not finished after a
+ * second is waiting for another process's write transaction (a load's
+ * batch): tool_wait_notice_arm() starts a timer that then says so once on
+ * stderr, "waiting for another writer (up to N s; KVFTS_BUSY_TIMEOUT)";
+ * tool_wait_notice_disarm() stops it.  The library gives up after
+ * KVFTS_BUSY_TIMEOUT seconds with KVFTS_EBUSY (exit 5).  tool_open()
+ * arms it around opening for writing unless it is armed already.
+ * Returns whether this call armed it. */
+bool tool_wait_notice_arm(void);
+void tool_wait_notice_disarm(void);
+
 double tool_now(void);
 void tool_progress_init(tool_progress *p, bool enabled, uint64_t total_bytes);
 void tool_progress_update(tool_progress *p, uint64_t docs, uint64_t bytes,

@@ -6,6 +6,7 @@
 #include "kv_int.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,6 +57,28 @@ void kv__inst_mark_dead(bdb_inst *in)
     pthread_mutex_unlock(&sh->mu);
 }
 
+/* How long a write transaction waits for a lock another process holds
+ * (kv_env.c sets it; kv__bdb_err names it when it expires). */
+unsigned kv__busy_timeout(void)
+{
+    static atomic_uint cached;      /* 0: not read yet */
+    unsigned v = atomic_load(&cached);
+    if (v)
+        return v;
+    v = 30;
+    const char *e = getenv("KVFTS_BUSY_TIMEOUT");
+    if (e && *e) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long n = strtoul(e, &end, 10);
+        /* at most 4000: db_timeout_t is microseconds in 32 bits */
+        if (!errno && end && !*end && n > 0 && n <= 4000)
+            v = (unsigned)n;
+    }
+    atomic_store(&cached, v);
+    return v;
+}
+
 /* ---- error translation ------------------------------------------------- */
 
 /* Messages with which Berkeley DB reports a damaged file.  It then panics
@@ -93,8 +116,14 @@ int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what)
     case DB_KEYEMPTY:
         return kv_seterr(err, KVFTS_ENOTFOUND, "%s: not found", what);
     case DB_LOCK_DEADLOCK:
-    case DB_LOCK_NOTGRANTED:
         return kv_seterr(err, KV_RETRY, "%s: deadlock, retrying", what);
+    case DB_LOCK_NOTGRANTED:
+        /* No call waits with DB_TXN_NOWAIT/DB_LOCK_NOWAIT: this is a write
+         * transaction's lock timeout (DB_TIME_NOTGRANTED), not a deadlock,
+         * and it is not retried. */
+        return kv_seterr(err, KVFTS_EBUSY, "%s: waited %u s for another "
+                         "writer; giving up (KVFTS_BUSY_TIMEOUT)", what,
+                         kv__busy_timeout());
     case ENOMEM:
         if (tls_bdb_msg[0]) {   /* which table of the environment */
             kv_seterr(err, KVFTS_ENOMEM, "%s: out of memory (%s)", what,

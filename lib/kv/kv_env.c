@@ -688,12 +688,85 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
     return KVFTS_OK;
 }
 
+/* ---- waiting for another writer --------------------------------------- */
+
+/* A write transaction that waits for a lock (another process's batch)
+ * gives up after kv__busy_timeout() seconds with DB_LOCK_NOTGRANTED
+ * (DB_TIME_NOTGRANTED; kv__bdb_err makes it KVFTS_EBUSY).  Berkeley DB
+ * checks a lock timeout only when a request first blocks and when the
+ * deadlock detector runs, so while this process has a write transaction
+ * open a watchdog thread of its instance runs the detector in
+ * DB_LOCK_EXPIRE mode every WATCHDOG_MS. */
+#define WATCHDOG_MS 200
+
+static void *watchdog_main(void *arg)
+{
+    bdb_inst *in = arg;
+    pthread_mutex_lock(&in->wd_mu);
+    while (!in->wd_stop) {
+        if (in->wd_writers > 0) {
+            pthread_mutex_unlock(&in->wd_mu);
+            in->env->lock_detect(in->env, 0, DB_LOCK_EXPIRE, NULL);
+            pthread_mutex_lock(&in->wd_mu);
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += WATCHDOG_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            if (!in->wd_stop)
+                pthread_cond_timedwait(&in->wd_cv, &in->wd_mu, &ts);
+        } else {
+            pthread_cond_wait(&in->wd_cv, &in->wd_mu);
+        }
+    }
+    pthread_mutex_unlock(&in->wd_mu);
+    return NULL;
+}
+
+/* A write transaction begins (@p delta 1) or ends (-1) in @p in. */
+static void watchdog_writers(bdb_inst *in, int delta)
+{
+    pthread_mutex_lock(&in->wd_mu);
+    in->wd_writers += delta;
+    if (delta > 0 && !in->wd_started && !in->wd_stop) {
+        /* Signals go to the process's other threads. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        in->wd_started = pthread_create(&in->wd, NULL, watchdog_main, in) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_cond_signal(&in->wd_cv);
+    pthread_mutex_unlock(&in->wd_mu);
+}
+
+static void watchdog_stop(bdb_inst *in)
+{
+    pthread_mutex_lock(&in->wd_mu);
+    in->wd_stop = true;
+    bool started = in->wd_started;
+    pthread_cond_signal(&in->wd_cv);
+    pthread_mutex_unlock(&in->wd_mu);
+    if (started)
+        pthread_join(in->wd, NULL);
+}
+
+static void inst_free(bdb_inst *in)
+{
+    pthread_mutex_destroy(&in->wd_mu);
+    pthread_cond_destroy(&in->wd_cv);
+    kv_free(in);
+}
+
 /* Close an instance: its databases, then the environment.  @p checkpoint:
  * flush every dirty page first (the last process, or one that wrote). */
 static void inst_close(bdb_inst *in, bool checkpoint)
 {
     if (!in)
         return;
+    watchdog_stop(in);
     if (in->env && in->db[KV_META] && checkpoint) {
         in->env->txn_checkpoint(in->env, 0, 0, DB_FORCE);
         char **list = NULL;
@@ -708,7 +781,7 @@ static void inst_close(bdb_inst *in, bool checkpoint)
             in->db[s]->close(in->db[s], checkpoint ? 0 : DB_NOSYNC);
     if (in->env)
         in->env->close(in->env, 0);
-    kv_free(in);
+    inst_free(in);
 }
 
 /* A Berkeley DB environment handle for sh's directory, configured as every
@@ -726,6 +799,9 @@ static int env_create(shared_env *sh, uint64_t cache, DB_ENV **out,
     env->set_cachesize(env, (u_int32_t)(cache >> 30),
                        (u_int32_t)(cache & ((1u << 30) - 1)), 1);
     env->set_lk_detect(env, DB_LOCK_DEFAULT);
+    /* A lock timeout (a write transaction's, see kv__busy_timeout) is
+     * DB_LOCK_NOTGRANTED, told apart from a deadlock. */
+    env->set_flags(env, DB_TIME_NOTGRANTED, 1);
 
     /* Locks: a write transaction locks the pages it writes, and every
      * transaction's write set is bounded (a batch's segment, a merge
@@ -769,6 +845,8 @@ static int inst_open(shared_env *sh, bool create, bool recover,
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     in->sh = sh;
     in->cache = cache;
+    pthread_mutex_init(&in->wd_mu, NULL);
+    pthread_cond_init(&in->wd_cv, NULL);
     atomic_init(&in->wrote, false);
     atomic_init(&in->panicked, false);
     if (recover) {
@@ -784,7 +862,7 @@ static int inst_open(shared_env *sh, bool create, bool recover,
     }
     rc = env_create(sh, cache, &in->env, err);
     if (rc) {
-        kv_free(in);
+        inst_free(in);
         return rc;
     }
     kv__bdb_msgs_clear();
@@ -1372,7 +1450,15 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
     kv__bdb_msg()[0] = '\0';
     int ret = in->env->txn_begin(in->env, NULL, &t->txn,
                                  write ? 0 : DB_TXN_SNAPSHOT);
-
+    if (!ret && write) {
+        ret = t->txn->set_timeout(t->txn,
+                                  (db_timeout_t)kv__busy_timeout() * 1000000u,
+                                  DB_SET_LOCK_TIMEOUT);
+        if (ret)
+            t->txn->abort(t->txn);
+        else
+            watchdog_writers(in, 1);
+    }
     if (ret) {
         rc = kv__bdb_err(in, ret, err, "begin transaction");
         inst_release(in);
@@ -1398,6 +1484,8 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
     bool write = t->write;
     int ret = t->txn->commit(t->txn, 0);
     kv_free(t);
+    if (write)
+        watchdog_writers(in, -1);
     int rc = kv__bdb_err(in, ret, err, "commit");
     if (!rc && write) {
         atomic_store(&in->wrote, true);
@@ -1420,6 +1508,8 @@ void kv_txn_abort(kv_txn *t)
         return;
     bdb_inst *in = t->inst;
     t->txn->abort(t->txn);
+    if (t->write)
+        watchdog_writers(in, -1);
     kv_free(t);
     inst_release(in);
 }

@@ -31,6 +31,14 @@ typedef struct bdb_inst {
     atomic_bool wrote;           /* a write committed: checkpoint at close */
     atomic_bool panicked;        /* Berkeley DB said DB_RUNRECOVERY */
     struct shared_env *sh;
+    /* The lock watchdog (kv_env.c): while this process has a write
+     * transaction open it expires lock waits past their timeout. */
+    pthread_mutex_t wd_mu;
+    pthread_cond_t wd_cv;
+    pthread_t wd;
+    bool wd_started;             /* (wd_mu) */
+    bool wd_stop;                /* (wd_mu) */
+    int wd_writers;              /* write transactions open (wd_mu) */
 } bdb_inst;
 
 /* A directory open in this process, shared by its handles. */
@@ -76,6 +84,10 @@ struct kv_txn {
         uint64_t grab;           /* the next reservation's size */
     } seqs[4];
 };
+
+/* How long a write transaction waits for a lock another holds, seconds:
+ *  KVFTS_BUSY_TIMEOUT, else 30. */
+unsigned kv__busy_timeout(void);
 
 struct kv_cursor {
     kv_txn *txn;

@@ -19,6 +19,10 @@
  *   kvfts_test_helper opscheck DIR SRC N
  *       single-document writes over the lines of SRC, one transaction
  *       each, from op FROM; and which prefix of them DIR holds (below).
+ *   kvfts_test_helper hold DIR KEY SECONDS
+ *       begin a batch, write {} at KEY, print "held", then sleep SECONDS
+ *       holding the batch's write transaction before committing it: another
+ *       writer of KEY waits meanwhile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -509,12 +513,34 @@ static int do_search(kvfts_db *db, double seconds, long total)
     return code || n == 0;
 }
 
+static int do_hold(kvfts_db *db, const char *key, double seconds)
+{
+    kvfts_batch *b = NULL;
+    int rc = kvfts_batch_begin(&b, db);
+    if (!rc)
+        rc = kvfts_batch_write(b, KVFTS_UPSERT, key, strlen(key), "{}", 2);
+    if (!rc) {
+        printf("held\n");
+        fflush(stdout);
+        struct timespec ts = { (time_t)seconds,
+                               (long)((seconds - (double)(time_t)seconds)
+                                      * 1e9) };
+        nanosleep(&ts, NULL);
+        rc = kvfts_batch_commit(b);
+    }
+    if (rc)
+        fprintf(stderr, "hold: %s\n", kvfts_errmsg(db));
+    kvfts_batch_free(b);
+    return rc != 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
         fprintf(stderr, "usage: kvfts_test_helper incr DIR NAME N | "
                         "read DIR PREFIX SECONDS | ops DIR SRC FROM | "
-                        "opscheck DIR SRC N | search DIR SECONDS TOTAL\n");
+                        "opscheck DIR SRC N | search DIR SECONDS TOTAL | "
+                        "hold DIR KEY SECONDS\n");
         return 2;
     }
     kvfts_db *db = NULL;
@@ -529,6 +555,8 @@ int main(int argc, char **argv)
         code = do_incr(db, argv[3], atol(argv[4]));
     else if (strcmp(argv[1], "read") == 0)
         code = do_read(db, argv[3], atof(argv[4]));
+    else if (strcmp(argv[1], "hold") == 0)
+        code = do_hold(db, argv[3], atof(argv[4]));
     else if (strcmp(argv[1], "search") == 0)
         code = do_search(db, atof(argv[3]), atol(argv[4]));
     else if (strcmp(argv[1], "ops") == 0 || strcmp(argv[1], "opscheck") == 0) {

@@ -894,5 +894,38 @@ pass
 note
 export KVFTS_DB=$MAIN
 
+# row 72: another process holds a write transaction (a stalled load's
+# batch): a put waited silently for ever.  Now it says so after a second
+# and gives up after KVFTS_BUSY_TIMEOUT seconds with exit 5; once the
+# holder commits, the put succeeds.
+row 72 "a write while another process holds its write transaction"
+new_db busy
+: "${KVFTS_TEST_HELPER:?KVFTS_TEST_HELPER must name kvfts_test_helper}"
+"$KVFTS_TEST_HELPER" hold "$KVFTS_DB" held 8 >"$T_DIR/hold.out" \
+    2>"$T_DIR/hold.err" &
+HOLDER=$!
+for _ in $(seq 100); do
+    grep -q held "$T_DIR/hold.out" 2>/dev/null && break
+    sleep 0.1
+done
+expect_eq "the holder holds" "$(cat "$T_DIR/hold.out")" "held"
+tick
+run env KVFTS_BUSY_TIMEOUT=2 "$KVFTS_BIN" put k '{}'
+tock
+expect_eq "put while held: exit" "$RC" 5
+expect_stderr_contains "kvfts: waiting for another writer (up to 2 s; KVFTS_BUSY_TIMEOUT)"
+expect_stderr_contains "waited 2 s for another writer; giving up (KVFTS_BUSY_TIMEOUT)"
+note
+[ "$MS" -ge 1500 ] && [ "$MS" -le 6000 ] ||
+    fail "row 72: the put gave up after $MS ms, expected about 2 s"
+pass
+wait "$HOLDER"
+expect_eq "the holder commits" "$?" 0
+run env KVFTS_BUSY_TIMEOUT=2 "$KVFTS_BIN" put k '{}'
+expect_eq "put after the holder committed: exit" "$RC" 0
+expect_eq "no notice without a holder" "$ERR" ""
+expect_exit 0 kv get held
+export KVFTS_DB=$MAIN
+
 unchanged
 finish

@@ -504,6 +504,47 @@ static void test_deadlock_retry(void **state)
     assert_int_equal(a.attempts + b.attempts, 3);   /* exactly one retry */
 }
 
+/* A write that waits for another transaction's lock gives up after
+ * KVFTS_BUSY_TIMEOUT seconds (main sets 1) with KVFTS_EBUSY, once: a
+ * timeout is not a deadlock, and kv_txn_run does not retry it. */
+typedef struct busy {
+    int attempts;
+} busy;
+
+static int busy_fn(kv_txn *t, void *payload, kv_err *err)
+{
+    busy *b = payload;
+    b->attempts++;
+    return kv_put(t, KV_META, "held", 4, "2", 1, err);
+}
+
+static void test_lock_timeout(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_env *env2 = NULL;
+    assert_int_equal(kv_env_open(&env2, f->dir, NULL, &err), 0);
+    kv_txn *holder;
+    assert_int_equal(kv_txn_begin(&holder, f->env, true, &err), 0);
+    assert_int_equal(kv_put(holder, KV_META, "held", 4, "1", 1, &err), 0);
+    busy b = { 0 };
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kv_err err2 = KV_ERR_INIT;
+    assert_int_equal(kv_txn_run(env2, true, busy_fn, &b, &err2),
+                     KVFTS_EBUSY);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) +
+               (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_int_equal(b.attempts, 1);
+    assert_true(s > 0.8 && s < 5.0);
+    assert_non_null(strstr(err2.msg, "waited 1 s for another writer"));
+    assert_int_equal(kv_txn_commit(holder, &err), 0);
+    /* Without the holder the same write goes through. */
+    assert_int_equal(kv_txn_run(env2, true, busy_fn, &b, &err2), 0);
+    kv_env_close(env2);
+}
+
 /* ---- documents, sequences, counters ------------------------------------ */
 
 static void test_docs(void **state)
@@ -838,6 +879,7 @@ static void test_lookup_collect_and_update(void **state)
 
 int main(void)
 {
+    setenv("KVFTS_BUSY_TIMEOUT", "1", 1);   /* test_lock_timeout */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_json_compact_and_paths),
@@ -853,6 +895,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_duplicates, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_deadlock_retry, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_lock_timeout, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_docs, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_doc_compression, fx_setup,
