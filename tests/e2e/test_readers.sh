@@ -197,8 +197,12 @@ for p in p q; do
 done
 wait "${WPIDS[2]}"
 wait "${WPIDS[3]}"
+# A put that waits a second for the other loop's says so ("waiting for
+# another writer", issue 13 item 11): that is not a failure, anything else is.
 for p in p q; do
-    [ ! -s "$T_DIR/put-$p.err" ] || fail "writer $p failed" "$(head -n 5 "$T_DIR/put-$p.err")"
+    grep -v '^kvfts: waiting for another writer ' "$T_DIR/put-$p.err" \
+        >"$T_DIR/put-$p.bad" || true
+    [ ! -s "$T_DIR/put-$p.bad" ] || fail "writer $p failed" "$(head -n 5 "$T_DIR/put-$p.bad")"
     pass
 done
 expect_exit 0 kv stats
