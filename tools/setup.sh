@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PKGS="gcc clang make cmake pkg-config libdb5.3-dev libutf8proc-dev libstemmer-dev
       libyajl-dev libcmocka-dev libstreamvbyte-dev libxxhash-dev libzstd-dev jq sqlite3
-      libsqlite3-dev gnuplot-nox g++ libxapian-dev"
+      libsqlite3-dev gnuplot-nox g++ libxapian-dev libclang-rt-14-dev"
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
