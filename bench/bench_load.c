@@ -500,10 +500,10 @@ int bench_add_fts5(bench_load *l, const bench_env *e, const bench_spec *s,
     return fts5_measured(l, e, s, key, c, true);
 }
 
-/* The loader, in the measured child. */
-typedef struct fts5_loader {
-    sqlite3 *db;
-    sqlite3_stmt *ins;
+/* What a peer's loader (in the measured child) keeps whatever the peer:
+ * the corpus, the key template and its rendering, the progress line. */
+typedef struct peer_loader {
+    const char *name;      /* "fts5", "xapian": messages and progress */
     const char *corpus;
     bench_tmpl key;
     size_t nfields;
@@ -512,35 +512,95 @@ typedef struct fts5_loader {
     uint64_t docs;
     double t0, last;
     bool progress;
-} fts5_loader;
+} peer_loader;
 
-static void fts5_progress(fts5_loader *L, uint64_t bytes, bool final)
+/* Set up P for `--internal-PEER DB CORPUS TEMPLATE FIELD...`. */
+static int peer_start(peer_loader *P, const char *name, int argc,
+                      char **argv)
+{
+    memset(P, 0, sizeof *P);
+    P->name = name;
+    P->corpus = argv[3];
+    P->nfields = (size_t)argc - 5;
+    P->progress = bench_tty();
+    P->t0 = P->last = bench_now();
+    char what[32];
+    snprintf(what, sizeof what, "%s load", name);
+    return bench_tmpl_parse(&P->key, argv[4], what);
+}
+
+static void peer_progress(peer_loader *P, uint64_t bytes, bool final)
 {
     double now = bench_now();
-    if (!L->progress || (!final && now - L->last < 0.25))
+    if (!P->progress || (!final && now - P->last < 0.25))
         return;
-    L->last = now;
-    double s = now - L->t0 > 0 ? now - L->t0 : 1e-9;
-    fprintf(stderr, "\rfts5: %" PRIu64 " docs  %.1f MB  %.0f docs/s   %s",
-            L->docs, (double)bytes / 1e6, (double)L->docs / s,
+    P->last = now;
+    double s = now - P->t0 > 0 ? now - P->t0 : 1e-9;
+    fprintf(stderr, "\r%s: %" PRIu64 " docs  %.1f MB  %.0f docs/s   %s",
+            P->name, P->docs, (double)bytes / 1e6, (double)P->docs / s,
             final ? "\n" : "");
     fflush(stderr);
 }
+
+/* The next document's key into P->keybuf: its length, or a failure. */
+static long peer_key(peer_loader *P, const char *const *vals,
+                     const size_t *lens)
+{
+    size_t missing;
+    P->docs++;
+    long kn = bench_tmpl_render(&P->keybuf, &P->keycap, &P->key,
+                                vals + P->nfields, lens + P->nfields,
+                                &missing);
+    if (kn < 0)
+        bench_fail(BENCH_ERR, "%s load: %s: document %" PRIu64 ": no value "
+                   "at '%s' for the key", P->name, P->corpus, P->docs,
+                   P->key.paths[missing]);
+    return kn;
+}
+
+/* Scan the corpus into fn, then (after the caller's commit) the final
+ * progress line. */
+static int peer_scan(peer_loader *P, const char *const *fields,
+                     int (*fn)(void *, const char *const *, const size_t *,
+                               uint64_t), void *payload)
+{
+    char err[256];
+    int rc = jl_scan(P->corpus, fields, P->nfields,
+                     (const char *const *)P->key.paths, P->key.npaths, fn,
+                     payload, err, sizeof err);
+    if (rc < 0)
+        return bench_fail(BENCH_ERR, "%s load: %s: %s", P->name, P->corpus,
+                          err);
+    return rc > 0 ? rc : 0;
+}
+
+static void peer_finish(peer_loader *P, int code)
+{
+    if (!code) {
+        struct stat sb;
+        peer_progress(P, stat(P->corpus, &sb) == 0 ? (uint64_t)sb.st_size
+                                                    : 0, true);
+    }
+    bench_tmpl_free(&P->key);
+    free(P->keybuf);
+}
+
+/* The FTS5 loader, in the measured child. */
+typedef struct fts5_loader {
+    peer_loader P;
+    sqlite3 *db;
+    sqlite3_stmt *ins;
+} fts5_loader;
 
 static int fts5_doc(void *payload, const char *const *vals,
                     const size_t *lens, uint64_t bytes)
 {
     fts5_loader *L = payload;
-    const size_t nf = L->nfields;
-    size_t missing;
-    L->docs++;
-    long kn = bench_tmpl_render(&L->keybuf, &L->keycap, &L->key, vals + nf,
-                                lens + nf, &missing);
+    const size_t nf = L->P.nfields;
+    long kn = peer_key(&L->P, vals, lens);
     if (kn < 0)
-        return bench_fail(BENCH_ERR, "fts5 load: %s: document %" PRIu64
-                          ": no value at '%s' for the key", L->corpus,
-                          L->docs, L->key.paths[missing]);
-    sqlite3_bind_text(L->ins, 1, L->keybuf, (int)kn, SQLITE_STATIC);
+        return BENCH_ERR;
+    sqlite3_bind_text(L->ins, 1, L->P.keybuf, (int)kn, SQLITE_STATIC);
     for (size_t i = 0; i < nf; i++) {
         if (vals[i])
             sqlite3_bind_text(L->ins, (int)i + 2, vals[i], (int)lens[i],
@@ -552,8 +612,9 @@ static int fts5_doc(void *payload, const char *const *vals,
     sqlite3_reset(L->ins);
     if (rc != SQLITE_DONE)
         return bench_fail(BENCH_ERR, "fts5 load: %s: document %" PRIu64
-                          ": %s", L->corpus, L->docs, sqlite3_errmsg(L->db));
-    fts5_progress(L, bytes, false);
+                          ": %s", L->P.corpus, L->P.docs,
+                          sqlite3_errmsg(L->db));
+    peer_progress(&L->P, bytes, false);
     return 0;
 }
 
@@ -581,7 +642,7 @@ static void fts5_sql(char **create, char **insert, char *const *fields,
 static int fts5_open(fts5_loader *L, const char *file, char *const *fields)
 {
     char *create, *insert;
-    fts5_sql(&create, &insert, fields, L->nfields);
+    fts5_sql(&create, &insert, fields, L->P.nfields);
     int rc = sqlite3_open_v2(file, &L->db, SQLITE_OPEN_READWRITE |
                              SQLITE_OPEN_CREATE, NULL);
     if (rc == SQLITE_OK)
@@ -606,10 +667,7 @@ static int internal_fts5(int argc, char **argv, bool add)
         return BENCH_USAGE;
     fts5_loader L;
     memset(&L, 0, sizeof L);
-    L.corpus = argv[3];
-    L.nfields = (size_t)argc - 5;
-    L.progress = bench_tty();
-    L.t0 = L.last = bench_now();
+    int code = peer_start(&L.P, "fts5", argc, argv);
     char *journal = bench_xmalloc(strlen(argv[2]) + 16);
     sprintf(journal, "%s-journal", argv[2]);
     if (!add) {
@@ -617,18 +675,11 @@ static int internal_fts5(int argc, char **argv, bool add)
         unlink(journal);
     }
     free(journal);
-    int code = bench_tmpl_parse(&L.key, argv[4], "fts5 load");
     if (!code)
         code = fts5_open(&L, argv[2], argv + 5);
-    char err[256];
-    int rc = code ? 0 : jl_scan(L.corpus, (const char *const *)(argv + 5),
-                                L.nfields,
-                                (const char *const *)L.key.paths,
-                                L.key.npaths, fts5_doc, &L, err, sizeof err);
-    if (rc < 0)
-        code = bench_fail(BENCH_ERR, "fts5 load: %s: %s", L.corpus, err);
-    else if (rc > 0)
-        code = rc;
+    if (!code)
+        code = peer_scan(&L.P, (const char *const *)(argv + 5), fts5_doc,
+                         &L);
     sqlite3_finalize(L.ins);
     if (!code && sqlite3_exec(L.db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
         code = bench_fail(BENCH_ERR, "fts5 load: commit: %s",
@@ -636,13 +687,7 @@ static int internal_fts5(int argc, char **argv, bool add)
     if (sqlite3_close(L.db) != SQLITE_OK && !code)
         code = bench_fail(BENCH_ERR, "fts5 load: close: %s",
                           sqlite3_errmsg(L.db));
-    if (!code) {
-        struct stat sb;
-        fts5_progress(&L, stat(L.corpus, &sb) == 0 ? (uint64_t)sb.st_size : 0,
-                      true);
-    }
-    bench_tmpl_free(&L.key);
-    free(L.keybuf);
+    peer_finish(&L.P, code);
     return code;
 }
 
@@ -697,47 +742,21 @@ int bench_add_xapian(bench_load *l, const bench_env *e, const bench_spec *s,
 
 /* The Xapian loader, in the measured child. */
 typedef struct xap_loader {
+    peer_loader P;
     xap_db *db;
-    const char *corpus;
-    bench_tmpl key;
-    size_t nfields;
-    char *keybuf;
-    size_t keycap;
-    uint64_t docs;
-    double t0, last;
-    bool progress;
 } xap_loader;
-
-static void xap_progress(xap_loader *L, uint64_t bytes, bool final)
-{
-    double now = bench_now();
-    if (!L->progress || (!final && now - L->last < 0.25))
-        return;
-    L->last = now;
-    double s = now - L->t0 > 0 ? now - L->t0 : 1e-9;
-    fprintf(stderr, "\rxapian: %" PRIu64 " docs  %.1f MB  %.0f docs/s   %s",
-            L->docs, (double)bytes / 1e6, (double)L->docs / s,
-            final ? "\n" : "");
-    fflush(stderr);
-}
 
 static int xap_doc(void *payload, const char *const *vals,
                    const size_t *lens, uint64_t bytes)
 {
     xap_loader *L = payload;
-    const size_t nf = L->nfields;
-    size_t missing;
-    L->docs++;
-    long kn = bench_tmpl_render(&L->keybuf, &L->keycap, &L->key, vals + nf,
-                                lens + nf, &missing);
+    long kn = peer_key(&L->P, vals, lens);
     if (kn < 0)
+        return BENCH_ERR;
+    if (xap_add(L->db, L->P.keybuf, (size_t)kn, vals, lens) != 0)
         return bench_fail(BENCH_ERR, "xapian load: %s: document %" PRIu64
-                          ": no value at '%s' for the key", L->corpus,
-                          L->docs, L->key.paths[missing]);
-    if (xap_add(L->db, L->keybuf, (size_t)kn, vals, lens) != 0)
-        return bench_fail(BENCH_ERR, "xapian load: %s: document %" PRIu64
-                          ": %s", L->corpus, L->docs, xap_errmsg(L->db));
-    xap_progress(L, bytes, false);
+                          ": %s", L->P.corpus, L->P.docs, xap_errmsg(L->db));
+    peer_progress(&L->P, bytes, false);
     return 0;
 }
 
@@ -749,33 +768,17 @@ static int internal_xapian(int argc, char **argv, bool add)
         return BENCH_USAGE;
     xap_loader L;
     memset(&L, 0, sizeof L);
-    L.corpus = argv[3];
-    L.nfields = (size_t)argc - 5;
-    L.progress = bench_tty();
-    L.t0 = L.last = bench_now();
     const char *const *fields = (const char *const *)(argv + 5);
-    int code = bench_tmpl_parse(&L.key, argv[4], "xapian load");
+    int code = peer_start(&L.P, "xapian", argc, argv);
     if (!code && (add ? xap_append : xap_create)(&L.db, argv[2], fields,
-                                               L.nfields) != 0)
+                                               L.P.nfields) != 0)
         code = bench_fail(BENCH_ERR, "xapian load: %s", xap_errmsg(L.db));
-    char err[256];
-    int rc = code ? 0 : jl_scan(L.corpus, fields, L.nfields,
-                                (const char *const *)L.key.paths,
-                                L.key.npaths, xap_doc, &L, err, sizeof err);
-    if (rc < 0)
-        code = bench_fail(BENCH_ERR, "xapian load: %s: %s", L.corpus, err);
-    else if (rc > 0)
-        code = rc;
+    if (!code)
+        code = peer_scan(&L.P, fields, xap_doc, &L);
     if (!code && xap_commit(L.db) != 0)
         code = bench_fail(BENCH_ERR, "xapian load: %s", xap_errmsg(L.db));
     xap_close(L.db);
-    if (!code) {
-        struct stat sb;
-        xap_progress(&L, stat(L.corpus, &sb) == 0 ? (uint64_t)sb.st_size : 0,
-                     true);
-    }
-    bench_tmpl_free(&L.key);
-    free(L.keybuf);
+    peer_finish(&L.P, code);
     return code;
 }
 
