@@ -185,19 +185,19 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
     if (rc)
         goto done;
     kv_doc old = { 0 };
-    /* A document whose change is still in the index buffer may not have
-     * its record stored yet (the analysis threads encode it, the flush
-     * stores it): that buffer must become a segment first (which also
-     * keeps to a change per document per segment). */
-    bool defer = idx_writer_defers_records(db->iw);
+    /* A document whose change is still in the index buffer must become
+     * part of a segment first: a change per document per segment, and its
+     * record may not be stored yet (with analysis threads, they encode it
+     * and the flush stores it). */
     uint32_t have = 0;
-    rc = defer ? kv_key_docid(txn, key, klen, &have, true, err) : KVFTS_OK;
-    if (!rc && have && idx_doc_buffered(db->iw, have)) {
+    rc = kv_key_docid(txn, key, klen, &have, true, err);
+    if (!rc && idx_doc_buffered(db->iw, have)) {
         rc = KV_FLUSH;
         goto done;
     }
     if (!rc)
-        rc = kv_doc_get(txn, key, klen, &db->old_rec, &old, true, err);
+        rc = kv_doc_get_keyed(txn, key, klen, have, &db->old_rec, &old, true,
+                              err);
     bool exists = rc == KVFTS_OK;
     if (rc && rc != KVFTS_ENOTFOUND)
         goto done;
@@ -222,12 +222,6 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
                        "doc '%.*s': CAS mismatch (given %llu, stored %llu)",
                        (int)klen, key, (unsigned long long)r->cas,
                        (unsigned long long)old.cas);
-        goto done;
-    }
-    /* Its earlier version is still in the index buffer: that must become a
-     * segment first (a change per document per segment). */
-    if (!defer && exists && idx_doc_buffered(db->iw, old.docid)) {
-        rc = KV_FLUSH;
         goto done;
     }
     if (!exists) {
@@ -280,7 +274,7 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
         rc = kv_seq_next_max(txn, "docid", UINT32_MAX, &id, err);
         nd.docid = (uint32_t)id;
     }
-    if (!rc && defer) {
+    if (!rc && idx_writer_defers_records(db->iw)) {
         /* the record is encoded by an analysis thread, stored at flush */
         idx_docrec dr = { key, klen, nd.cas, { NULL, false } };
         rc = kv_doc_coder_get(txn, r->json, r->json_len, &dr.coder, err);

@@ -455,9 +455,15 @@ int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
 {
     uint32_t docid;
     int rc = kv_key_docid(txn, key, klen, &docid, for_update, err);
-    if (rc)
-        return rc;
-    rc = doc_read_id(txn, docid, buf, out, for_update, err);
+    return rc ? rc : kv_doc_get_keyed(txn, key, klen, docid, buf, out,
+                                      for_update, err);
+}
+
+int kv_doc_get_keyed(kv_txn *txn, const char *key, size_t klen,
+                     uint32_t docid, kv_buf *buf, kv_doc *out,
+                     bool for_update, kv_err *err)
+{
+    int rc = doc_read_id(txn, docid, buf, out, for_update, err);
     if (rc == KVFTS_ENOTFOUND)
         return kv_seterr(err, KVFTS_ECORRUPT,
                          "doc '%.*s': its id %u holds no document", (int)klen,

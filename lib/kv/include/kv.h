@@ -355,6 +355,11 @@ typedef struct kv_doc {
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECORRUPT, KV_RETRY, ... */
 int kv_doc_get(kv_txn *txn, const char *key, size_t klen, kv_buf *buf,
                kv_doc *out, bool for_update, kv_err *err);
+/** kv_doc_get() of @p key whose key record names @p docid (read with
+ *  kv_key_docid()): the document record, checked to be @p key's. */
+int kv_doc_get_keyed(kv_txn *txn, const char *key, size_t klen,
+                     uint32_t docid, kv_buf *buf, kv_doc *out,
+                     bool for_update, kv_err *err);
 /** Read the document of internal id @p docid (one B-tree read).
  *  @return KVFTS_OK, KVFTS_ENOTFOUND, KVFTS_ECORRUPT, KV_RETRY, ... */
 int kv_doc_get_id(kv_txn *txn, uint32_t docid, kv_buf *buf, kv_doc *out,
