@@ -345,6 +345,33 @@ static int out_flush(merger *g, kv_err *err)
     return rc;
 }
 
+/* A deletion of id in the run meets *live, the newest posting of id so far
+ * (or none): it cancels that posting, and both go (the counts of its
+ * deletions drop); with none, the posting it was made for is older than the
+ * run, so it is kept. */
+static int apply_del(merger *g, input **live, uint32_t id, kv_err *err)
+{
+    if (*live) {
+        const idx_plist *l = &(*live)->blk.l;
+        bool all = false;
+        for (uint32_t v = l->vstart[(*live)->i];
+             v < l->vstart[(*live)->i + 1]; v++) {
+            uint32_t oc = (*live)->map[l->vcol[v]];
+            if (g->ndelc[oc])
+                g->ndelc[oc]--;
+            all |= (g->table[oc] & IDX_KIND_ALL) != 0;
+        }
+        if (all && g->ndel_all)
+            g->ndel_all--;
+        *live = NULL;
+        return KVFTS_OK;
+    }
+    int rc = idx__grow(&g->keep, &g->kcap, (uint64_t)g->nkeep + 1, 4, err);
+    if (!rc)
+        g->keep[g->nkeep++] = id;
+    return rc;
+}
+
 /* Merge the term the inputs in `have` are on. */
 static int merge_term(merger *g, const char *term, size_t tlen, kv_err *err)
 {
@@ -464,49 +491,15 @@ static int merge_term(merger *g, const char *term, size_t tlen, kv_err *err)
             /* deletions at ranks up to x's apply before x's posting */
             while (dk < g->ndel && g->dels[dk] == id &&
                    g->drank[dk] <= x->rank) {
-                if (live) {       /* cancels the live posting: both go */
-                    const idx_plist *l = &live->blk.l;
-                    bool all = false;
-                    for (uint32_t v = l->vstart[live->i];
-                         v < l->vstart[live->i + 1]; v++) {
-                        uint32_t oc = live->map[l->vcol[v]];
-                        if (g->ndelc[oc])
-                            g->ndelc[oc]--;
-                        all |= (g->table[oc] & IDX_KIND_ALL) != 0;
-                    }
-                    if (all && g->ndel_all)
-                        g->ndel_all--;
-                    live = NULL;
-                } else {          /* its posting is older than the run */
-                    if ((rc = idx__grow(&g->keep, &g->kcap,
-                                        (uint64_t)g->nkeep + 1, 4, err)))
-                        return rc;
-                    g->keep[g->nkeep++] = id;
-                }
+                if ((rc = apply_del(g, &live, id, err)))
+                    return rc;
                 dk++;
             }
             live = x;
         }
         while (dk < g->ndel && g->dels[dk] == id) {   /* after the last */
-            if (live) {
-                const idx_plist *l = &live->blk.l;
-                bool all = false;
-                for (uint32_t v = l->vstart[live->i];
-                     v < l->vstart[live->i + 1]; v++) {
-                    uint32_t oc = live->map[l->vcol[v]];
-                    if (g->ndelc[oc])
-                        g->ndelc[oc]--;
-                    all |= (g->table[oc] & IDX_KIND_ALL) != 0;
-                }
-                if (all && g->ndel_all)
-                    g->ndel_all--;
-                live = NULL;
-            } else {
-                if ((rc = idx__grow(&g->keep, &g->kcap,
-                                    (uint64_t)g->nkeep + 1, 4, err)))
-                    return rc;
-                g->keep[g->nkeep++] = id;
-            }
+            if ((rc = apply_del(g, &live, id, err)))
+                return rc;
             dk++;
         }
         dat = dk;
