@@ -1260,6 +1260,23 @@ static const kv_buf *dicts_min(const dicts *ds)
 }
 
 /* Move the walkers on term t past it (ending those that leave prefix). */
+/* The next term of the walk (the smallest at any dictionary) copied into
+ * t; *any false when every dictionary has ended. */
+static int dicts_term(const dicts *ds, kv_buf *t, bool *any, kv_err *err)
+{
+    const kv_buf *m = dicts_min(ds);
+    *any = m != NULL;
+    kv_buf_reset(t);
+    return m ? kv_buf_append(t, m->data, m->len, err) : KVFTS_OK;
+}
+
+/* True if dictionary walk d stands at term t. */
+static bool dict_at(const dict_walk *d, const kv_buf *t)
+{
+    return !d->end && idx__bytes_cmp(d->it.term.data, d->it.term.len,
+                                     t->data, t->len) == 0;
+}
+
 static int dicts_step(dicts *ds, const char *t, size_t tl, const char *prefix,
                       size_t plen, kv_err *err)
 {
@@ -1290,18 +1307,14 @@ int idx_terms_scan(idx_reader *r, const char *field, size_t flen,
     rc = dicts_open(&ds, r, prefix, plen, err);
     kv_buf t = KV_BUF_INIT;
     while (!rc) {
-        const kv_buf *m = dicts_min(&ds);
-        if (!m)
-            break;
-        kv_buf_reset(&t);
-        if ((rc = kv_buf_append(&t, m->data, m->len, err)))
+        bool any;
+        if ((rc = dicts_term(&ds, &t, &any, err)) || !any)
             break;
         uint64_t df = 0, del = 0;
         bool positions = false;
         for (uint32_t i = 0; i < ds.n; i++) {
             dict_walk *d = &ds.d[i];
-            if (d->end || idx__bytes_cmp(d->it.term.data, d->it.term.len,
-                                         t.data, t.len) != 0)
+            if (!dict_at(d, &t))
                 continue;
             uint64_t a, dl;
             entry_counts(&d->e, &s, &a, &dl);
@@ -1456,18 +1469,14 @@ int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
     kv_buf t = KV_BUF_INIT;
     uint32_t nterms = 0;
     while (!rc) {
-        const kv_buf *m = dicts_min(&ds);
-        if (!m)
-            break;
-        kv_buf_reset(&t);
-        if ((rc = kv_buf_append(&t, m->data, m->len, err)))
+        bool any;
+        if ((rc = dicts_term(&ds, &t, &any, err)) || !any)
             break;
         uint64_t df = 0, del = 0;
         uint32_t holders = 0, ndel_entries = 0;
         for (uint32_t i = 0; i < ds.n; i++) {
             dict_walk *d = &ds.d[i];
-            if (d->end || idx__bytes_cmp(d->it.term.data, d->it.term.len,
-                                         t.data, t.len) != 0)
+            if (!dict_at(d, &t))
                 continue;
             uint64_t a, dl;
             entry_counts(&d->e, &c.s, &a, &dl);
@@ -1485,8 +1494,7 @@ int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
             c.npp = 0;
             for (uint32_t i = 0; !rc && i < ds.n; i++) {
                 dict_walk *d = &ds.d[i];
-                if (d->end || idx__bytes_cmp(d->it.term.data, d->it.term.len,
-                                             t.data, t.len) != 0)
+                if (!dict_at(d, &t))
                     continue;
                 rc = entry_postings(&c, d, fn, payload, nterms - 1,
                                     df - del, !simple, err);
@@ -2051,17 +2059,13 @@ int idx_get_stats(kv_txn *txn, idx_stats *out, kv_err *err)
     rc = dicts_open(&ds, r, "", 0, err);
     kv_buf t = KV_BUF_INIT;
     while (!rc) {
-        const kv_buf *m = dicts_min(&ds);
-        if (!m)
-            break;
-        kv_buf_reset(&t);
-        if ((rc = kv_buf_append(&t, m->data, m->len, err)))
+        bool any;
+        if ((rc = dicts_term(&ds, &t, &any, err)) || !any)
             break;
         uint64_t docs = 0, del = 0;
         for (uint32_t i = 0; i < ds.n; i++) {
             dict_walk *d = &ds.d[i];
-            if (d->end || idx__bytes_cmp(d->it.term.data, d->it.term.len,
-                                         t.data, t.len) != 0)
+            if (!dict_at(d, &t))
                 continue;
             docs += d->e.ndocs;
             del += d->e.ndel;
