@@ -38,8 +38,8 @@ KILLS=50
 KILLS=${KVFTS_E2E_KILLS:-$KILLS}
 N=3000            # documents
 B=150             # lines per batch
-WINDOW=350        # a load is killed 20 .. 20 + WINDOW ms after its start
-OWINDOW=500       # an optimize 30 .. 30 + OWINDOW ms after its start
+# A load is killed 20 .. 20 + WINDOW ms after its start, an optimize
+# 30 .. 30 + OWINDOW ms: windows measured on this machine below.
 export KVFTS_WORKERS=3
 # Merge steps of 2 KB instead of 8 MB: this small index is merged in
 # hundreds of steps (each its own transaction), so kills land between
@@ -137,6 +137,24 @@ kill_at() {
 }
 
 DB="$T_DIR/db"
+# The kill windows follow this machine's speed: half of a load and of an
+# optimize of one pass, timed in a scratch database (a load that resumes
+# gets the share of its lines), so that most runs are killed.  (Fixed windows of 350
+# and 500 ms let a quiet machine finish most runs before their kill, and 20
+# passes then held fewer than 50 kills.)
+pass_file 1
+new_db calib
+t=$(now_ms)
+expect_exit 0 kv load "$T_DIR/pass1.jsonl" --key 'item::{n}' --batch $B --quiet
+WINDOW=$((($(now_ms) - t) / 2))
+t=$(now_ms)
+expect_exit 0 kv optimize
+OWINDOW=$((($(now_ms) - t) / 2))
+[ $WINDOW -ge 20 ] || WINDOW=20
+[ $OWINDOW -ge 20 ] || OWINDOW=20
+echo "$T_NAME: kill windows: loads 20..$((20 + WINDOW)) ms, optimize" \
+     "30..$((30 + OWINDOW)) ms" >&2
+
 new_db db
 : >"$T_DIR/base.txt"
 kills=0 lkills=0 okills=0 mkills=0 omkills=0 tries=0 pass_no=0 C=0
@@ -165,7 +183,8 @@ while [ $kills -lt "$KILLS" ]; do
         "$KVFTS_BIN" load "$T_DIR/rest.jsonl" --key 'item::{n}' --batch $B \
             --quiet >"$T_DIR/load.out" 2>"$T_DIR/load.err" &
         if [ $kills -lt "$KILLS" ]; then
-            kill_at $! $((20 + RANDOM % WINDOW)) $P
+            # within the time the rest of the pass's lines take
+            kill_at $! $((20 + RANDOM % (WINDOW * (N - C) / N + 1))) $P
         else
             track_pid $!
             wait $!
