@@ -169,7 +169,14 @@ while [ $okills -lt $KILLS ] && [ $i -lt $((3 * KILLS)) ]; do
     i=$((i + 1))
     "$KVFTS_TEST_HELPER" ops "$OPS" "$SRC" $next >"$T_DIR/ops.out" \
         2>"$T_DIR/ops.err" &
-    kill_later $! 300
+    # Opening the environment takes most of a fixed window on a slow or
+    # sanitized build (CI's ASan run saw 23 commits in 50 kills of 300 ms):
+    # the window starts at the writer's first reported commit.
+    wpid=$!
+    while [ ! -s "$T_DIR/ops.out" ] && kill -0 $wpid 2>/dev/null; do
+        sleep 0.01
+    done
+    kill_later $wpid 150
     okills=$((okills + LANDED))
     [ $RC = 137 ] || [ $RC = 0 ] ||
         fail "writer $i exited $RC before the kill" "$(cat "$T_DIR/ops.err")"
