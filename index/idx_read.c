@@ -391,6 +391,7 @@ typedef struct segcur {
     size_t rkl, rvl;
     kv_buf seek;
     uint32_t cur;          /* current doc id, NOWHERE at the end */
+    uint32_t gen;          /* blocks loaded (a change: the run is stale) */
     kv_txn *txn;
 } segcur;
 
@@ -526,6 +527,7 @@ static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
         return KVFTS_OK;
     }
     sc->have_blk = true;
+    sc->gen++;
     return idx_block_decode(&sc->blk, first, v, vl, sc->e.ncols,
                             IDX_DEC_IDS, err);
 }
@@ -568,6 +570,7 @@ static int segcur_start(segcur *sc, kv_err *err)
                                   sc->e.blk_len, sc->e.ncols, IDX_DEC_IDS,
                                   err);
         sc->have_blk = true;
+        sc->gen++;
         if (!rc)
             rc = block_settle(sc, 0, 0, &left, err);
         if (!rc && left)
@@ -675,6 +678,9 @@ struct idx_postings {
     uint32_t vcap;
     uint32_t *run;         /* idx_postings_run() when it copies */
     uint32_t runcap;
+    uint32_t runn, runat;  /* the copied run's length; where cur was */
+    uint64_t runkey;       /* the cursors' block loads it was made from */
+    bool runok;
 };
 
 void idx_postings_close(idx_postings *p)
@@ -946,6 +952,35 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
         *n = sc->blk.l.n - sc->i;
         return KVFTS_OK;
     }
+    /* The merged run of the loaded blocks is kept until a cursor loads
+     * another block: a count asks for the run of the same blocks from
+     * one candidate after another (an AND's sparse lead against a dense
+     * term), and merging them again each time was 40% of a phrase
+     * count over two segments.  The run from cur is the kept one's
+     * suffix: ids before cur are behind every cursor, and a cursor that
+     * ran out since only shortens what the run may cover. */
+    uint64_t key = 0;
+    for (uint32_t s = 0; s < p->nsc; s++)
+        key += p->sc[s].gen;
+    if (p->runok && key == p->runkey && p->runn &&
+        p->run[p->runn - 1] >= p->cur) {
+        uint32_t lo = p->run[p->runat] <= p->cur ? p->runat : 0;
+        uint32_t hi = p->runn;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (p->run[mid] < p->cur)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < p->runn && p->run[lo] == p->cur) {
+            p->runat = lo;
+            *ids = p->run + lo;
+            *n = p->runn - lo;
+            return KVFTS_OK;
+        }
+    }
+    p->runok = false;
     uint32_t bound = NOWHERE;
     uint64_t room = 0;
     for (uint32_t s = 0; s < p->nsc; s++) {
@@ -1009,6 +1044,10 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
     p->dat = dat;
     *ids = p->run;
     *n = m;
+    p->runn = m;
+    p->runat = 0;
+    p->runkey = key;
+    p->runok = m && p->run[0] == p->cur;
     return KVFTS_OK;
 }
 

@@ -769,12 +769,16 @@ static int phrase_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return rc;
 }
 
-/* Count by rounds of blocks: every term skips to the lead's candidate and
- * shows its run (idx_postings_run); the round covers ids up to the
- * smallest last id of those runs, so the candidates (the runs intersected
- * as arrays) lie in blocks every term has loaded, and checking their
- * positions moves no term to another block.  Positions are decoded only
- * for blocks that hold a candidate. */
+/* Count by rounds of blocks: every term skips to the lead's candidate; the
+ * round covers ids up to the smallest last id of their loaded blocks
+ * (idx_postings_block_last), so the candidates lie in blocks every term
+ * has loaded, and checking their positions moves no term to another
+ * block.  When the lead has many ids in the round, the other terms' runs
+ * (idx_postings_run) filter them as arrays; when it has few (a rare term
+ * against common ones: each candidate in another block of theirs), a
+ * skip_to per candidate does, without merging a run of a dense block for
+ * one id.  Positions are decoded only for the documents checked. */
+#define PHRASE_FEW 8
 static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
 {
     phrase_it *ph = (phrase_it *)it;
@@ -786,16 +790,16 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
         uint32_t target = idx_postings_docid(lead), bound = UINT32_MAX;
         for (size_t k = 1; !rc && k < ph->n; k++)
             rc = idx_postings_skip_to(ph->p[ph->order[k]], target, err);
-        const uint32_t *r;
-        uint32_t rn;
-        for (size_t k = 0; !rc && k < ph->n; k++) {
-            rc = idx_postings_run(ph->p[k], &r, &rn, err);
-            if (!rc && rn && r[rn - 1] < bound)
-                bound = r[rn - 1];
-        }
         if (rc)
             break;
+        for (size_t k = 0; k < ph->n; k++) {
+            uint32_t l = idx_postings_block_last(ph->p[k]);
+            if (l < bound)
+                bound = l;
+        }
         /* the lead's run up to bound, then each other term's */
+        const uint32_t *r;
+        uint32_t rn;
         size_t m = 0;
         rc = idx_postings_run(lead, &r, &rn, err);
         if (!rc)
@@ -806,7 +810,7 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
             b.v[m] = r[m];
             m++;
         }
-        for (size_t k = 1; m && k < ph->n; k++) {
+        for (size_t k = 1; m > PHRASE_FEW && k < ph->n; k++) {
             if ((rc = idx_postings_run(ph->p[ph->order[k]], &r, &rn, err)))
                 break;
             size_t o = 0;
@@ -824,10 +828,14 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
             m = o;
         }
         for (size_t j = 0; !rc && j < m; j++) {
-            for (size_t k = 0; !rc && k < ph->n; k++)
-                rc = idx_postings_skip_to(ph->p[k], b.v[j], err);
+            bool every = true;
+            for (size_t k = 0; !rc && every && k < ph->n; k++) {
+                rc = idx_postings_skip_to(ph->p[ph->order[k]], b.v[j], err);
+                every = !rc &&
+                        idx_postings_docid(ph->p[ph->order[k]]) == b.v[j];
+            }
             uint32_t pf = 0;
-            if (!rc)
+            if (!rc && every)
                 rc = phrase_count(ph, false, &pf, err);
             total += pf != 0;
         }

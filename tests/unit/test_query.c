@@ -947,10 +947,10 @@ static bool tk_has(const tkdoc *d, int field, int w)
     return false;
 }
 
-static bool tk_phrase(const tkdoc *d, int a, int b)
+static bool tk_phrase(const tkdoc *d, int field, int a, int b)
 {
     for (int f = 0; f < 2; f++)
-        for (int i = 0; i + 1 < d->nw[f]; i++)
+        for (int i = 0; (field < 0 || field == f) && i + 1 < d->nw[f]; i++)
             if (d->w[f][i] == a && d->w[f][i + 1] == b)
                 return true;
     return false;
@@ -959,7 +959,7 @@ static bool tk_phrase(const tkdoc *d, int a, int b)
 typedef struct tkq {
     char text[128];
     int kind;                      /* 0 term, 1 body:term, 2 OR, 3 AND,
-                                      4 AND NOT, 5 phrase */
+                                      4 AND NOT, 5 phrase, 6 body:phrase */
     int a, b, c;
 } tkq;
 
@@ -972,13 +972,14 @@ static bool tk_match(const tkdoc *d, const tkq *q)
                    tk_has(d, -1, q->c);
     case 3: return tk_has(d, -1, q->a) && tk_has(d, -1, q->b);
     case 4: return tk_has(d, -1, q->a) && !tk_has(d, -1, q->b);
-    default: return tk_phrase(d, q->a, q->b);
+    case 5: return tk_phrase(d, -1, q->a, q->b);
+    default: return tk_phrase(d, 1, q->a, q->b);
     }
 }
 
 static void tk_query(tkq *q)
 {
-    q->kind = (int)rnd(6);
+    q->kind = (int)rnd(7);
     q->a = rnd(2) ? (int)rnd(4) : tk_word();
     q->b = tk_word();
     q->c = tk_word();
@@ -990,7 +991,9 @@ static void tk_query(tkq *q)
         break;
     case 3: snprintf(q->text, sizeof q->text, "%s %s", a, b); break;
     case 4: snprintf(q->text, sizeof q->text, "%s -%s", a, b); break;
-    default: snprintf(q->text, sizeof q->text, "\"%s %s\"", a, b); break;
+    case 5: snprintf(q->text, sizeof q->text, "\"%s %s\"", a, b); break;
+    default: snprintf(q->text, sizeof q->text, "body:\"%s %s\"", a, b);
+        break;
     }
 }
 
