@@ -284,16 +284,38 @@ static uint32_t gallop(const uint32_t *a, uint32_t from, uint32_t n,
 
 /* Keep in buf[0..m) (ascending) the ids postings p holds (keep) or does
  * not hold (!keep); *out = how many are kept.  p only moves forward. */
+#define ISECT_FEW 4
 static int isect_postings(idx_postings *p, uint32_t *buf, size_t m,
                           bool keep, size_t *out, kv_err *err)
 {
     size_t o = 0, j = 0;
-    while (j < m) {
+    bool over = false;
+    while (j < m && !over) {
         int rc = idx_postings_skip_to(p, buf[j], err);
         if (rc == KVFTS_ITEROVER)
             break;
         if (rc)
             return rc;
+        /* Few of the ids fall in p's loaded block (a sparse buffer against
+         * a dense list): a skip_to each, instead of the block's run. */
+        uint32_t last = idx_postings_block_last(p);
+        size_t e = j;
+        while (e < m && buf[e] <= last && e - j <= ISECT_FEW)
+            e++;
+        if (e - j <= ISECT_FEW) {
+            for (; j < e; j++) {
+                rc = idx_postings_skip_to(p, buf[j], err);
+                if (rc == KVFTS_ITEROVER) {
+                    over = true;
+                    break;
+                }
+                if (rc)
+                    return rc;
+                if ((idx_postings_docid(p) == buf[j]) == keep)
+                    buf[o++] = buf[j];
+            }
+            continue;
+        }
         const uint32_t *r;
         uint32_t rn, x = 0;
         if ((rc = idx_postings_run(p, &r, &rn, err)))
