@@ -67,6 +67,7 @@ typedef struct segcache {
     kv_buf terms;          /* its terms, back to back */
     cent *v;
     uint32_t n, cap;
+    bool read;             /* a chunk of the segment was read before */
 } segcache;
 
 static void segcache_free(segcache *c)
@@ -237,6 +238,28 @@ static int cent_cmp(const segcache *c, uint32_t i, const char *t, size_t tl)
     return idx__bytes_cmp(c->terms.data + c->v[i].toff, c->v[i].tlen, t, tl);
 }
 
+/* Find term in chunk record v by walking it from its start. */
+static int chunk_find(idx_reader *r, const char *v, size_t vl,
+                      const char *term, size_t tlen, idx_entry *e,
+                      kv_buf *rec, uint32_t *ord, bool *found, kv_err *err)
+{
+    int rc = idx_chunk_open(&r->it, v, vl, err);
+    while (!rc && (rc = idx_chunk_next(&r->it, err)) == KVFTS_OK) {
+        int cmp = idx__bytes_cmp(r->it.term.data, r->it.term.len, term, tlen);
+        if (cmp < 0)
+            continue;
+        if (cmp > 0)
+            return KVFTS_OK;
+        kv_buf_reset(rec);
+        if ((rc = kv_buf_append(rec, r->it.body, r->it.body_len, err)))
+            return rc;
+        *ord = r->it.ord;
+        *found = true;
+        return idx_entry_decode(e, rec->data, rec->len, err);
+    }
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
 /* Find term in the segment at index si of the reader's list: *found, the
  * entry decoded into e, its ordinal, and the entry's bytes copied into rec
  * (e points into it). */
@@ -278,6 +301,14 @@ static int seg_find(idx_reader *r, uint32_t si, const char *term,
         if (kl < 5 || memcmp(k, pfx, 5) != 0)
             return KVFTS_OK;    /* before the segment's first chunk */
         kv_cursor_val(r->c, &v, &vl);
+        if (!c->read) {
+            /* The segment's first lookup (a query's one term): walk the
+             * chunk to the term, without copying and indexing it.  Only a
+             * second lookup caches a chunk. */
+            c->read = true;
+            return chunk_find(r, v, vl, term, tlen, e, rec, ord, found,
+                              err);
+        }
         if ((rc = segcache_fill(r, c, v, vl, err)))
             return rc;
     }
