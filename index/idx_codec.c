@@ -931,6 +931,7 @@ int idx_chunk_next(idx_chunk_it *it, kv_err *err)
         sl > (uint64_t)(it->end - p) || shared + sl == 0)
         goto bad;
     it->term.len = (size_t)shared;
+    it->shared = (size_t)shared;
     int rc = kv_buf_append(&it->term, p, (size_t)sl, err);
     if (rc)
         return rc;

@@ -212,6 +212,7 @@ typedef struct idx_chunk_it {
     const unsigned char *p, *end;
     uint32_t left;         /* entries not read yet */
     uint32_t ord;          /* ordinal of the current entry */
+    size_t shared;         /* bytes it shares with the previous term */
     kv_buf term;           /* the current term */
     const char *body;      /* the current entry */
     size_t body_len;

@@ -238,18 +238,37 @@ static int cent_cmp(const segcache *c, uint32_t i, const char *t, size_t tl)
     return idx__bytes_cmp(c->terms.data + c->v[i].toff, c->v[i].tlen, t, tl);
 }
 
-/* Find term in chunk record v by walking it from its start. */
+/* Find term in chunk record v by walking it from its start.  The terms
+ * ascend and each says how many bytes it shares with the one before (front
+ * coding): with m, the bytes the last term compared shares with the wanted
+ * one (it was smaller), a term sharing more than m with it is smaller
+ * too, one sharing fewer is past the wanted term, and only one sharing
+ * exactly m is compared, from byte m on. */
 static int chunk_find(idx_reader *r, const char *v, size_t vl,
                       const char *term, size_t tlen, idx_entry *e,
                       kv_buf *rec, uint32_t *ord, bool *found, kv_err *err)
 {
+    const unsigned char *want = (const unsigned char *)term;
+    size_t m = 0;
+    bool first = true;
     int rc = idx_chunk_open(&r->it, v, vl, err);
     while (!rc && (rc = idx_chunk_next(&r->it, err)) == KVFTS_OK) {
-        int cmp = idx__bytes_cmp(r->it.term.data, r->it.term.len, term, tlen);
-        if (cmp < 0)
-            continue;
-        if (cmp > 0)
+        if (!first && r->it.shared != m) {
+            if (r->it.shared > m)
+                continue;
             return KVFTS_OK;
+        }
+        first = false;
+        const unsigned char *a = (const unsigned char *)r->it.term.data;
+        size_t n = r->it.term.len, k = m;
+        while (k < n && k < tlen && a[k] == want[k])
+            k++;
+        if (k < n || k < tlen) {
+            if (k == tlen || (k < n && a[k] > want[k]))
+                return KVFTS_OK;        /* past the wanted term */
+            m = k;
+            continue;
+        }
         kv_buf_reset(rec);
         if ((rc = kv_buf_append(rec, r->it.body, r->it.body_len, err)))
             return rc;

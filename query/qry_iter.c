@@ -73,6 +73,7 @@ struct qry_ctx {
     uint64_t deadline;      /* CLOCK_MONOTONIC ns; 0: none */
     bool exact;             /* a bound reached is KVFTS_ELIMIT */
     bool partial;           /* a bound cut an expansion */
+    bool unscored;          /* counting only: no field statistics */
 };
 
 int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err)
@@ -111,6 +112,11 @@ bool qry_ctx_partial(const qry_ctx *cx)
     return cx->partial;
 }
 
+void qry_ctx_unscored(qry_ctx *cx)
+{
+    cx->unscored = true;
+}
+
 void qry_ctx_free(qry_ctx *cx)
 {
     if (!cx)
@@ -143,7 +149,9 @@ static int ctx_field(qry_ctx *cx, const char *name, size_t len, size_t *idx,
     qry_field *f = &cx->fields[cx->nfields];
     memset(f, 0, sizeof *f);
     uint64_t total = 0;
-    int rc = idx_field_stats(cx->txn, name, len, &f->docs, &total, err);
+    int rc = cx->unscored ? KVFTS_OK
+                          : idx_field_stats(cx->txn, name, len, &f->docs,
+                                            &total, err);
     if (!rc)
         rc = idx_field_id(cx->txn, name, len, &f->id, err);
     if (rc)
