@@ -320,6 +320,7 @@ void idx_block_free(idx_block *b)
     kv_free(b->tmp);
     kv_free(b->scratch);
     kv_free(b->pconv);
+    kv_free(b->first);
     memset(b, 0, sizeof *b);
 }
 
@@ -426,15 +427,32 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
     }
     if (bad)
         return corrupt_block(b, "view columns or term frequencies", err);
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t sum = vtf[vs[i]];
-        for (uint32_t v = vs[i] + 1; v < vs[i + 1]; v++) {
-            bad |= vcol[v] <= vcol[v - 1];     /* ascending within a doc */
-            sum += vtf[v];
+    if (nv == n) {
+        /* one view a document: its tf is the document's */
+        for (uint32_t v = 0; v < n; v++)
+            mtf = vtf[v] > mtf ? vtf[v] : mtf;
+    } else {
+        /* Flat loops over the views, not a loop per document (whose
+         * unpredictable lengths made this the hot part of decoding a
+         * phrase's blocks): first[v] marks a document's first view;
+         * columns ascend within a document, and a document's running
+         * tf sum, whose largest value is the block's max tf, restarts at
+         * its first view. */
+        if (b->fcap < nv && idx__grow(&b->first, &b->fcap, nv, 1, err))
+            return KVFTS_ENOMEM;
+        uint8_t *restrict first = b->first;
+        memset(first, 0, (size_t)nv);
+        for (uint32_t i = 0; i < n; i++)
+            first[vs[i]] = 1;
+        for (uint32_t v = 1; v < (uint32_t)nv; v++)
+            bad |= !first[v] & (vcol[v] <= vcol[v - 1]);
+        uint64_t sum = 0, most = 0;
+        for (uint32_t v = 0; v < (uint32_t)nv; v++) {
+            sum = (first[v] ? 0 : sum) + vtf[v];
+            most = sum > most ? sum : most;
         }
-        bad |= sum > UINT32_MAX / 8;
-        if (sum > mtf)
-            mtf = (uint32_t)sum;
+        bad |= most > UINT32_MAX / 8;
+        mtf = (uint32_t)most;
     }
     if (bad)
         return corrupt_block(b, "view columns or term frequencies", err);

@@ -128,6 +128,8 @@ typedef struct idx_block {
                               have positions, the others still gaps */
     uint8_t *pconv;
     uint32_t pccap;
+    uint8_t *first;        /* per view: a document's first (decode_views) */
+    uint32_t fcap;
 } idx_block;
 
 void idx_block_init(idx_block *b);
