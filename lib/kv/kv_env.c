@@ -18,7 +18,7 @@
  *   DIR/doclens.db    B-tree  index/ owns: be32 id -> field lengths
  *   DIR/DB_CONFIG     the environment's settings (the cache size chosen at
  *                     init), read by every process that opens it
- *   DIR/log.*         the transaction log (one 4 MiB file after a checkpoint)
+ *   DIR/log.*         the transaction log (one 1 MiB file after a checkpoint)
  *   DIR/kvfts.lock    the process registry (below)
  *   __db.*            Berkeley DB's shared regions, only while a process has
  *                     the database open, in /dev/shm/kvfts-ID or DIR (below)
@@ -816,8 +816,12 @@ static int env_create(shared_env *sh, uint64_t cache, DB_ENV **out,
      * and one per such record, plus the fixed ones.  (The default was
      * exhausted after about 65,000 single-document commits.) */
     env->mutex_set_max(env, (u_int32_t)(cache / KV_PAGE * 2 + 20000));
-    env->set_lg_bsize(env, 1024u * 1024u);
-    env->set_lg_max(env, 4u * 1024u * 1024u);
+    /* Log files of 1 MiB (Berkeley DB wants the buffer at most a quarter
+     * of that): after a load's checkpoint the directory keeps the current
+     * file only, and it is part of what a user sees (du -sb).  With 4 MiB
+     * files that was 4 MB of a 72-80 MB catalog or dictionary. */
+    env->set_lg_bsize(env, 256u * 1024u);
+    env->set_lg_max(env, 1024u * 1024u);
     env->set_tx_max(env, 1000);
     env->set_thread_count(env, 256);
     env->set_isalive(env, is_alive);
