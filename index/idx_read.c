@@ -238,6 +238,21 @@ static int cent_cmp(const segcache *c, uint32_t i, const char *t, size_t tl)
     return idx__bytes_cmp(c->terms.data + c->v[i].toff, c->v[i].tlen, t, tl);
 }
 
+/* The entry of the term looked up, at body: copied into rec and decoded
+ * into e (which points into rec). */
+static int entry_found(const char *body, size_t blen, uint32_t ord,
+                       idx_entry *e, kv_buf *rec, uint32_t *ord_out,
+                       bool *found, kv_err *err)
+{
+    kv_buf_reset(rec);
+    int rc = kv_buf_append(rec, body, blen, err);
+    if (rc)
+        return rc;
+    *ord_out = ord;
+    *found = true;
+    return idx_entry_decode(e, rec->data, rec->len, err);
+}
+
 /* Find term in chunk record v by walking it from its start.  The terms
  * ascend and each says how many bytes it shares with the one before (front
  * coding): with m, the bytes the last term compared shares with the wanted
@@ -269,12 +284,8 @@ static int chunk_find(idx_reader *r, const char *v, size_t vl,
             m = k;
             continue;
         }
-        kv_buf_reset(rec);
-        if ((rc = kv_buf_append(rec, r->it.body, r->it.body_len, err)))
-            return rc;
-        *ord = r->it.ord;
-        *found = true;
-        return idx_entry_decode(e, rec->data, rec->len, err);
+        return entry_found(r->it.body, r->it.body_len, r->it.ord, e, rec,
+                           ord, found, err);
     }
     return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
 }
@@ -341,13 +352,8 @@ static int seg_find(idx_reader *r, uint32_t si, const char *term,
     }
     if (lo == c->n || cent_cmp(c, lo, term, tlen) != 0)
         return KVFTS_OK;
-    kv_buf_reset(rec);
-    if ((rc = kv_buf_append(rec, c->rec.data + c->v[lo].boff, c->v[lo].blen,
-                            err)))
-        return rc;
-    *ord = c->v[lo].ord;
-    *found = true;
-    return idx_entry_decode(e, rec->data, rec->len, err);
+    return entry_found(c->rec.data + c->v[lo].boff, c->v[lo].blen,
+                       c->v[lo].ord, e, rec, ord, found, err);
 }
 
 /* Postings and deletions of entry e in selection s. */
@@ -728,9 +734,9 @@ struct idx_postings {
     uint32_t vcap;
     uint32_t *run;         /* idx_postings_run() when it copies */
     uint32_t runcap;
-    uint32_t runn, runat;  /* the copied run's length; where cur was */
+    uint32_t runn, runat;  /* the kept run's length (0: none); where cur
+                              was */
     uint64_t runkey;       /* the cursors' block loads it was made from */
-    bool runok;
 };
 
 void idx_postings_close(idx_postings *p)
@@ -1012,8 +1018,7 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
     uint64_t key = 0;
     for (uint32_t s = 0; s < p->nsc; s++)
         key += p->sc[s].gen;
-    if (p->runok && key == p->runkey && p->runn &&
-        p->run[p->runn - 1] >= p->cur) {
+    if (p->runn && key == p->runkey && p->run[p->runn - 1] >= p->cur) {
         uint32_t lo = p->run[p->runat] <= p->cur ? p->runat : 0;
         uint32_t hi = p->runn;
         while (lo < hi) {
@@ -1030,7 +1035,7 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
             return KVFTS_OK;
         }
     }
-    p->runok = false;
+    p->runn = 0;
     uint32_t bound = NOWHERE;
     uint64_t room = 0;
     for (uint32_t s = 0; s < p->nsc; s++) {
@@ -1094,10 +1099,9 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
     p->dat = dat;
     *ids = p->run;
     *n = m;
-    p->runn = m;
+    p->runn = m && p->run[0] == p->cur ? m : 0;
     p->runat = 0;
     p->runkey = key;
-    p->runok = m && p->run[0] == p->cur;
     return KVFTS_OK;
 }
 
