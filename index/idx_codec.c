@@ -19,18 +19,19 @@
  * of kind 1 in one of FIELD's columns; fts::_all::TERM those with a view
  * of kind 2; `_all` is not a second copy of the postings.
  *
- * Segments.  Immutable segments, each a contiguous key range of
- * terms.db (its dictionary) and of postings.db (its blocks): every key
- * starts with the segment's id (meta sequence "seq::seg", with
- * IDX_SEG_HIGH for most: see idx_seg_new_id), so a new segment is written
- * at the right edge of both B-trees, filling their pages, and its
- * transaction changes no page of an older one:
+ * Segments.  Immutable segments, each a file of its own,
+ * DIR/seg-XXXXXXXX.db (lib/kv/kv_part.c), with its dictionary (space
+ * KV_TERMS) and its blocks (KV_POSTINGS): every key starts with the
+ * segment's id (meta sequence "seq::seg"), which names the file.  A
+ * segment is written front to back into its new file, filling its pages,
+ * and its transaction changes no page of an older one; a merge's inputs
+ * are removed as whole files:
  *
- *   terms.db:
+ *   terms:
  *   be32(SEG) 'D' TERM                  a dictionary chunk: the entries of
  *                                       the terms from TERM (the chunk's
  *                                       first term) to the next chunk's
- *   postings.db:
+ *   postings:
  *   be32(SEG) 'B' be32(ORD) be32(FIRST) a postings block of the segment's
  *                                       ORD-th term (its rank in the
  *                                       segment's term order), first doc
@@ -1053,34 +1054,16 @@ int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err)
     return rc;
 }
 
-/* Keys begin with the segment id, and Berkeley DB fills a B-tree's pages
- * only where keys are appended at its very end: a split elsewhere leaves
- * two half-full pages, and keys appended after it fill the right one only.
- * So that a segment's records (and above all a merge's, the big ones) are
- * written at the end of postings.db and terms.db, a merge's segment gets
- * IDX_SEG_HIGH, and so does a flush's while no merge is under way; a flush
- * during a merge (whose output is still being appended at the end) gets an
- * id below every IDX_SEG_HIGH one, in the middle, half-filling pages of a
- * small segment that the next merge rewrites.  (Age is the segment list's
- * order, never the id's.) */
-int idx_seg_new_id(kv_txn *txn, bool merge, uint32_t *id, kv_err *err)
+/* Ids come from a sequence, so every own file is new; age is the segment
+ * list's order, never the id's. */
+int idx_seg_new_id(kv_txn *txn, bool own, uint32_t *id, kv_err *err)
 {
-    bool high = merge;
-    if (!merge) {
-        kv_buf v = KV_BUF_INIT;
-        int rc = kv_get(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY),
-                        &v, false, err);
-        kv_buf_free(&v);
-        if (rc && rc != KVFTS_ENOTFOUND)
-            return rc;
-        high = rc == KVFTS_ENOTFOUND;
-    }
     uint64_t n;
     int rc = kv_seq_next(txn, IDX_SEG_SEQ, &n, err);
-    if (!rc && n >= IDX_SEG_HIGH)
+    if (!rc && (n == 0 || n >= KV_PART_OWN))
         rc = kv_seterr(err, KVFTS_ERROR, "segment ids exhausted");
     if (!rc)
-        *id = (uint32_t)n | (high ? IDX_SEG_HIGH : 0);
+        *id = (uint32_t)n | (own ? KV_PART_OWN : 0);
     return rc;
 }
 
@@ -1151,6 +1134,19 @@ int idx_segs_read(idx_segs *s, kv_txn *txn, bool for_update, kv_err *err)
         rc = idx_segs_decode(s, v.data, v.len, err);
     }
     kv_buf_free(&v);
+    if (!rc) {
+        /* This process may let go of the files of segments no longer
+         * listed, so that their removal can proceed. */
+        uint32_t stack[64];
+        uint32_t *ids = s->n <= 64 ? stack : kv_malloc(s->n * sizeof *ids);
+        if (ids) {          /* without memory: next time */
+            for (uint32_t i = 0; i < s->n; i++)
+                ids[i] = s->v[i].id;
+            kv_parts_retain(txn, ids, s->n);
+        }
+        if (ids != stack)
+            kv_free(ids);
+    }
     return rc;
 }
 
@@ -1162,6 +1158,179 @@ int idx_segs_write(const idx_segs *s, kv_txn *txn, kv_err *err)
         rc = kv_put(txn, KV_META, IDX_SEGS_KEY, strlen(IDX_SEGS_KEY), v.data,
                     v.len, err);
     kv_buf_free(&v);
+    return rc;
+}
+
+/* ---- segments to remove (meta.db "dropq") -------------------------------- */
+
+/* version 1 | varint count | varint ids */
+static int dropq_read(kv_txn *txn, bool for_update, uint32_t **ids,
+                      uint32_t *n, kv_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_get(txn, KV_META, IDX_DROPQ_KEY, strlen(IDX_DROPQ_KEY), &v,
+                    for_update, err);
+    if (rc == KVFTS_ENOTFOUND) {
+        kv_buf_free(&v);
+        return KVFTS_OK;
+    }
+    const unsigned char *p = (const unsigned char *)v.data, *end = p + v.len;
+    uint64_t cnt = 0;
+    if (!rc && (v.len < 1 || *p++ != 1 || !idx_varint_get(&p, end, &cnt) ||
+                cnt > v.len))
+        rc = kv_seterr(err, KVFTS_ECORRUPT, "corrupt list of segments to "
+                       "remove (%zu bytes)", v.len);
+    if (!rc && cnt && !(*ids = kv_calloc(cnt, sizeof **ids)))
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    for (uint64_t i = 0; !rc && i < cnt; i++) {
+        uint64_t id;
+        if (!idx_varint_get(&p, end, &id) || id == 0 || id > UINT32_MAX)
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "corrupt list of segments "
+                           "to remove");
+        else
+            (*ids)[(*n)++] = (uint32_t)id;
+    }
+    kv_buf_free(&v);
+    if (rc) {
+        kv_free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+static int dropq_write(kv_txn *txn, const uint32_t *ids, uint32_t n,
+                       kv_err *err)
+{
+    if (!n) {
+        int rc = kv_del(txn, KV_META, IDX_DROPQ_KEY, strlen(IDX_DROPQ_KEY),
+                        err);
+        return rc == KVFTS_ENOTFOUND ? KVFTS_OK : rc;
+    }
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_buf_append(&v, "\x01", 1, err);
+    if (!rc)
+        rc = idx_buf_varint(&v, n, err);
+    for (uint32_t i = 0; !rc && i < n; i++)
+        rc = idx_buf_varint(&v, ids[i], err);
+    if (!rc)
+        rc = kv_put(txn, KV_META, IDX_DROPQ_KEY, strlen(IDX_DROPQ_KEY),
+                    v.data, v.len, err);
+    kv_buf_free(&v);
+    return rc;
+}
+
+static int dropq_add(kv_txn *txn, const uint32_t *add, uint32_t nadd,
+                     kv_err *err)
+{
+    uint32_t *ids, n;
+    int rc = dropq_read(txn, true, &ids, &n, err);
+    uint32_t *all = NULL;
+    if (!rc && !(all = kv_calloc((size_t)n + nadd + 1, sizeof *all)))
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    if (!rc) {
+        if (n)
+            memcpy(all, ids, n * sizeof *all);
+        if (nadd)
+            memcpy(all + n, add, nadd * sizeof *all);
+        rc = dropq_write(txn, all, n + nadd, err);
+    }
+    kv_free(all);
+    kv_free(ids);
+    return rc;
+}
+
+/* Delete every record of segment seg in space s (a small segment: one
+ * that shares its file). */
+static int seg_delete_space(kv_txn *txn, kv_space s, uint32_t seg,
+                            kv_err *err)
+{
+    unsigned char pfx[4];
+    kv_put_be32(pfx, seg);
+    kv_cursor *c = NULL;
+    int rc = kv_cursor_open(&c, txn, s, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, pfx, 4, err);
+    while (rc == KVFTS_OK) {
+        const char *k;
+        size_t kl;
+        kv_cursor_key(c, &k, &kl);
+        if (kl < 4 || memcmp(k, pfx, 4) != 0)
+            break;
+        rc = kv_cursor_del(c, err);
+        if (!rc)
+            rc = kv_cursor_next(c, err);
+    }
+    kv_cursor_close(c);
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
+int idx_seg_remove(kv_txn *txn, uint32_t seg, kv_err *err)
+{
+    if (seg & KV_PART_OWN)
+        return dropq_add(txn, &seg, 1, err);
+    int rc = seg_delete_space(txn, KV_POSTINGS, seg, err);
+    if (!rc)
+        rc = seg_delete_space(txn, KV_TERMS, seg, err);
+    return rc;
+}
+
+typedef struct sweep {
+    uint32_t *ids, n;        /* read: the list; forget: the ones gone */
+} sweep;
+
+static int sweep_read(kv_txn *txn, void *payload, kv_err *err)
+{
+    sweep *w = payload;
+    kv_free(w->ids);
+    return dropq_read(txn, false, &w->ids, &w->n, err);
+}
+
+static int sweep_forget(kv_txn *txn, void *payload, kv_err *err)
+{
+    const sweep *gone = payload;
+    uint32_t *ids, n, k = 0;
+    int rc = dropq_read(txn, true, &ids, &n, err);
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        bool g = false;
+        for (uint32_t j = 0; j < gone->n && !g; j++)
+            g = gone->ids[j] == ids[i];
+        if (!g)
+            ids[k++] = ids[i];
+    }
+    if (!rc && k != n)
+        rc = dropq_write(txn, ids, k, err);
+    kv_free(ids);
+    return rc;
+}
+
+int idx_drop_sweep(kv_env *env, uint32_t *left, kv_err *err)
+{
+    sweep w = { NULL, 0 }, gone = { NULL, 0 };
+    *left = 0;
+    int rc = kv_txn_run(env, false, sweep_read, &w, err);
+    if (!rc && w.n && !(gone.ids = kv_calloc(w.n, sizeof *gone.ids)))
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    for (uint32_t i = 0; !rc && i < w.n; i++) {
+        kv_err e2 = KV_ERR_INIT;
+        int r = kv_part_remove(env, w.ids[i], &e2);
+        if (r == KVFTS_OK)
+            gone.ids[gone.n++] = w.ids[i];
+        else if (r == KVFTS_EBUSY)
+            ++*left;                 /* a reader has it open: later */
+        else
+            rc = kv_seterr(err, r, "%s", e2.msg);
+    }
+    if (gone.n) {
+        kv_err e2 = KV_ERR_INIT;
+        int r = kv_txn_run(env, true, sweep_forget, &gone, &e2);
+        if (r && !rc)
+            rc = kv_seterr(err, r, "%s", e2.msg);
+    }
+    kv_free(w.ids);
+    kv_free(gone.ids);
     return rc;
 }
 

@@ -39,9 +39,7 @@
 #define IDX_SKIPPED_KEY "stat::skipped_tokens"
 #define IDX_SEGS_KEY "segments"     /* meta: the segment list */
 #define IDX_MERGE_KEY "merge"       /* meta: a merge under way */
-/** The high bit of a segment id: its keys sort after every segment without
- *  it (see idx_seg_new_id). */
-#define IDX_SEG_HIGH 0x80000000u
+#define IDX_DROPQ_KEY "dropq"       /* meta: segments whose files must go */
 
 /* Term entry flags. */
 enum {
@@ -272,8 +270,21 @@ int idx_segs_encode(const idx_segs *s, kv_buf *out, kv_err *err);
 int idx_segs_read(idx_segs *s, kv_txn *txn, bool for_update, kv_err *err);
 int idx_segs_write(const idx_segs *s, kv_txn *txn, kv_err *err);
 int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err);
-/** The id of a new segment, written by a merge (@p merge) or a flush. */
-int idx_seg_new_id(kv_txn *txn, bool merge, uint32_t *id, kv_err *err);
+/** A segment of about this many bytes or more is a file of its own
+ *  (KV_PART_OWN), removed whole when a merge replaces it; a smaller one
+ *  shares a file with the others, and its records are deleted: at most a
+ *  merge's MERGE_FACTOR inputs' worth in one transaction. */
+#define IDX_OWN_BYTES (1u << 20)
+/** The id of a new segment (a merge's or a flush's); @p own: a file of its
+ *  own. */
+int idx_seg_new_id(kv_txn *txn, bool own, uint32_t *id, kv_err *err);
+/** Segment @p seg is no longer listed as of @p txn: delete its records
+ *  now (a small segment) or put its file on the list of those
+ *  idx_drop_sweep() removes. */
+int idx_seg_remove(kv_txn *txn, uint32_t seg, kv_err *err);
+/** Give up a merge under way (idx_merge.c): its output's file is put on
+ *  the list of those to remove. */
+int idx_merge_cancel(kv_txn *txn, kv_err *err);
 
 /* ------------------------------------------------------------------------ */
 /* Lengths and field records (idx_codec.c)                                   */
@@ -506,9 +517,5 @@ void idx_seg_walk_close(idx_seg_walk *w);
 /** A term's live postings with every view (any column): field NULL to
  *  idx_postings_open() means this; views then carry global columns. */
 
-/** Delete every record of segment @p seg (at most @p max_bytes of them
- *  per call; *@p done when none is left). */
-int idx_seg_drop(kv_txn *txn, uint32_t seg, uint64_t max_bytes, bool *done,
-                 kv_err *err);
 
 #endif /* KVFTS_IDX_INT_H */

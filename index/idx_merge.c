@@ -19,9 +19,12 @@
  * segment's id, the last term written, and counts; a step continues after
  * that term, and a crash loses at most the step under way.  The output
  * segment is listed only by the step that writes its last term, which
- * replaces the inputs in the segment list in the same transaction; later
- * steps drop the inputs' records, a bounded number of bytes at a time.
- * Until then readers see the inputs (their snapshots keep them anyway).
+ * replaces the inputs in the segment list in the same transaction and
+ * removes them (idx_seg_remove): a small input's records are deleted
+ * there, a large one's file (lib/kv/kv_part.c) goes on the list of files
+ * to remove (meta.db "dropq"), removed whole by idx_drop_sweep() once no
+ * reader of any process has it open.  Until then readers of older
+ * snapshots read the inputs.
  *
  * Per term, the inputs' postings are merged by doc id: for a document
  * with postings in several inputs the newest survives, and a deletion in
@@ -40,21 +43,17 @@
 
 /* ---- the merge state (meta.db "merge") ------------------------------------ */
 
-enum { PHASE_WRITE = 0, PHASE_DROP = 1 };
-
 typedef struct mstate {
     uint32_t out;          /* output segment id */
     uint32_t level;        /* its level */
     uint32_t nin;
     uint32_t *in;          /* input segment ids, oldest first */
-    uint32_t phase;
     uint32_t ord;          /* next term ordinal of the output */
     kv_buf last;           /* last term written ("" before the first) */
     bool started;          /* a term was written */
     idx_seg acc;           /* the output's counts so far */
     uint64_t total;        /* input bytes */
     uint64_t done;         /* bytes of terms written so far (approx.) */
-    uint32_t dropped;      /* inputs whose records are gone */
 } mstate;
 
 static void mstate_free(mstate *m)
@@ -67,11 +66,10 @@ static void mstate_free(mstate *m)
 static int mstate_encode(const mstate *m, kv_buf *out, kv_err *err)
 {
     kv_buf_reset(out);
-    int rc = kv_buf_append(out, "\x02", 1, err);
-    uint64_t head[] = { m->out, m->level, m->nin, m->phase, m->ord,
-                        m->started, m->acc.docs, m->acc.dels, m->acc.terms,
-                        m->acc.bytes, m->acc.min_id, m->acc.max_id, m->total,
-                        m->done, m->dropped };
+    int rc = kv_buf_append(out, "\x03", 1, err);
+    uint64_t head[] = { m->out, m->level, m->nin, m->ord, m->started,
+                        m->acc.docs, m->acc.dels, m->acc.terms, m->acc.bytes,
+                        m->acc.min_id, m->acc.max_id, m->total, m->done };
     for (size_t i = 0; !rc && i < sizeof head / sizeof head[0]; i++)
         rc = idx_buf_varint(out, head[i], err);
     for (uint32_t i = 0; !rc && i < m->nin; i++)
@@ -87,28 +85,25 @@ static int mstate_encode(const mstate *m, kv_buf *out, kv_err *err)
 static int mstate_decode(mstate *m, const char *buf, size_t len, kv_err *err)
 {
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
-    uint64_t v[15];
-    if (len < 1 || p[0] != 2)
+    uint64_t v[13];
+    if (len < 1 || p[0] != 3)
         goto bad;
     p++;
-    for (size_t i = 0; i < 15; i++)
+    for (size_t i = 0; i < 13; i++)
         if (!idx_varint_get(&p, end, &v[i]))
             goto bad;
     if (v[0] == 0 || v[0] > UINT32_MAX || v[2] == 0 || v[2] > len ||
-        v[3] > PHASE_DROP || v[4] > UINT32_MAX || v[10] > UINT32_MAX ||
-        v[11] > UINT32_MAX || v[14] > v[2])
+        v[3] > UINT32_MAX || v[9] > UINT32_MAX || v[10] > UINT32_MAX)
         goto bad;
     m->out = (uint32_t)v[0];
     m->level = (uint32_t)v[1];
     m->nin = (uint32_t)v[2];
-    m->phase = (uint32_t)v[3];
-    m->ord = (uint32_t)v[4];
-    m->started = v[5] != 0;
-    m->acc = (idx_seg){ m->out, m->level, v[6], v[7], v[8], v[9],
-                        (uint32_t)v[10], (uint32_t)v[11] };
-    m->total = v[12];
-    m->done = v[13];
-    m->dropped = (uint32_t)v[14];
+    m->ord = (uint32_t)v[3];
+    m->started = v[4] != 0;
+    m->acc = (idx_seg){ m->out, m->level, v[5], v[6], v[7], v[8],
+                        (uint32_t)v[9], (uint32_t)v[10] };
+    m->total = v[11];
+    m->done = v[12];
     m->in = kv_calloc(m->nin, sizeof *m->in);
     if (!m->in)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
@@ -665,8 +660,8 @@ int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
                    kv_err *err)
 {
     *more = false;
-    if (max_bytes < 64 * 1024)
-        max_bytes = 64 * 1024;
+    if (max_bytes < 4096)
+        max_bytes = 4096;
     mstate m;
     memset(&m, 0, sizeof m);
     bool have;
@@ -680,7 +675,6 @@ int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
         if (!rc)
             choose_run(&segs, all, &start, &n);
         if (!rc && n) {
-            rc = idx_seg_new_id(txn, true, &m.out, err);
             m.nin = n;
             m.in = kv_calloc(n, sizeof *m.in);
             if (!rc && !m.in)
@@ -693,33 +687,30 @@ int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
                     level = segs.v[start + i].level;
             }
             m.level = level + 1 > 64 ? 64 : level + 1;
-            m.phase = PHASE_WRITE;
+            if (!rc)
+                rc = idx_seg_new_id(txn, m.total >= IDX_OWN_BYTES, &m.out,
+                                    err);
             have = !rc;
         }
     }
-    if (!rc && have && m.phase == PHASE_WRITE) {
+    if (!rc && have) {
         bool finished;
         rc = write_step(txn, &m, &segs, max_bytes, &finished, err);
-        if (!rc && finished) {
-            rc = switch_segments(txn, &m, err);
-            m.phase = PHASE_DROP;
-        }
-        if (!rc)
+        if (!rc && !finished) {
             rc = mstate_write(&m, txn, err);
-        *more = true;
-    } else if (!rc && have && m.phase == PHASE_DROP) {
-        uint64_t budget = max_bytes;
-        while (!rc && m.dropped < m.nin && budget > 0) {
-            bool done;
-            rc = idx_seg_drop(txn, m.in[m.dropped], budget, &done, err);
-            if (!rc && done)
-                m.dropped++;
-            else
-                budget = 0;
-        }
-        if (!rc && m.dropped == m.nin) {
-            rc = kv_del(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY),
-                        err);
+            *more = true;
+        } else if (!rc) {
+            /* The output replaces the inputs; their files go once no
+             * reader has them open (idx_drop_sweep, after the commit). */
+            rc = switch_segments(txn, &m, err);
+            for (uint32_t i = 0; !rc && i < m.nin; i++)
+                rc = idx_seg_remove(txn, m.in[i], err);
+            if (!rc) {   /* a merge done in one step wrote no state */
+                rc = kv_del(txn, KV_META, IDX_MERGE_KEY,
+                            strlen(IDX_MERGE_KEY), err);
+                if (rc == KVFTS_ENOTFOUND)
+                    rc = KVFTS_OK;
+            }
             /* another merge may be due at once */
             idx_segs s2;
             memset(&s2, 0, sizeof s2);
@@ -731,13 +722,24 @@ int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
                 *more = n > 0;
             }
             idx_segs_free(&s2);
-        } else if (!rc) {
-            rc = mstate_write(&m, txn, err);
-            *more = true;
         }
     }
     mstate_free(&m);
     idx_segs_free(&segs);
+    return rc;
+}
+
+int idx_merge_cancel(kv_txn *txn, kv_err *err)
+{
+    mstate m;
+    memset(&m, 0, sizeof m);
+    bool have;
+    int rc = mstate_read(&m, txn, &have, err);
+    if (!rc && have)
+        rc = idx_seg_remove(txn, m.out, err);
+    if (!rc && have)
+        rc = kv_del(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), err);
+    mstate_free(&m);
     return rc;
 }
 
@@ -767,7 +769,7 @@ int idx_merge_stats_get(kv_txn *txn, idx_merge_stats *out, kv_err *err)
                 out->merging = true;
                 out->inputs = m.nin;
                 out->total = m.total;
-                out->done = m.phase == PHASE_DROP ? m.total : m.done;
+                out->done = m.done;
             }
             mstate_free(&m);
         }

@@ -1738,57 +1738,6 @@ int idx_seg_walk_postings(idx_seg_walk *w, idx_plist *l, kv_err *err)
     return rc;
 }
 
-/* Delete up to about @p max_bytes of segment @p seg's records in space @p s;
- * *done when none is left. */
-static int seg_drop_space(kv_txn *txn, kv_space s, uint32_t seg,
-                          uint64_t max_bytes, uint64_t *bytes, bool *done,
-                          kv_err *err)
-{
-    unsigned char pfx[4];
-    kv_put_be32(pfx, seg);
-    kv_cursor *c = NULL;
-    *done = false;
-    int rc = kv_cursor_open(&c, txn, s, err);
-    if (!rc)
-        rc = kv_cursor_seek(c, pfx, 4, err);
-    while (rc == KVFTS_OK) {
-        const char *k, *v;
-        size_t kl, vl;
-        kv_cursor_key(c, &k, &kl);
-        if (kl < 4 || memcmp(k, pfx, 4) != 0) {
-            *done = true;
-            break;
-        }
-        if (*bytes >= max_bytes)
-            break;
-        kv_cursor_val(c, &v, &vl);
-        *bytes += kl + vl;
-        rc = kv_cursor_del(c, err);
-        if (!rc)
-            rc = kv_cursor_next(c, err);
-    }
-    if (rc == KVFTS_ITEROVER) {
-        *done = true;
-        rc = KVFTS_OK;
-    }
-    kv_cursor_close(c);
-    return rc;
-}
-
-int idx_seg_drop(kv_txn *txn, uint32_t seg, uint64_t max_bytes, bool *done,
-                 kv_err *err)
-{
-    uint64_t bytes = 0;
-    bool blocks_done = false;
-    int rc = seg_drop_space(txn, KV_POSTINGS, seg, max_bytes, &bytes,
-                            &blocks_done, err);
-    *done = false;
-    if (!rc && blocks_done)
-        rc = seg_drop_space(txn, KV_TERMS, seg, max_bytes, &bytes, done,
-                            err);
-    return rc;
-}
-
 int idx_field_stats(kv_txn *txn, const char *field, size_t flen,
                     uint64_t *docs, uint64_t *total_len, kv_err *err)
 {

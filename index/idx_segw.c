@@ -3,11 +3,10 @@
  * entry in a dictionary chunk, with its postings inline or in block
  * records (the format is idx_codec.c's).
  *
- * A segment is written front to back at the right edge of postings.db
- * (its keys start with its id, larger than every older segment's), so the
- * transaction that writes it touches only new pages and the page that
- * ends the tree: its write set is the segment, whatever the size of the
- * index.  Two producers feed it:
+ * A segment is written front to back into a file of its own (its keys
+ * start with its id, which names the file: lib/kv/kv_part.c), so the
+ * transaction that writes it touches only new pages: its write set is the
+ * segment, whatever the size of the index.  Two producers feed it:
  *
  *  - a batch's flush (idx_segw_shards): the buffer's shards, each with
  *    its terms sorted, merged term by term; per term the shards' postings
@@ -934,7 +933,11 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     f.n = n;
     f.colmaps = colmaps;
     f.positions = positions;
-    int rc = idx_seg_new_id(txn, false, &f.seg_id, err);
+    uint64_t bytes = 0;   /* in memory: about 4x what the segment takes */
+    for (uint32_t s = 0; s < n; s++)
+        bytes += idx_shard_bytes(shards[s]);
+    int rc = idx_seg_new_id(txn, bytes >= 4ull * IDX_OWN_BYTES, &f.seg_id,
+                            err);
     if (rc)
         return rc;
     if (run->helpers == 0) {

@@ -788,16 +788,22 @@ static int clear_space(kv_txn *txn, kv_space s, const char *prefix,
 
 int idx_clear(kv_txn *txn, kv_err *err)
 {
-    int rc = clear_space(txn, KV_POSTINGS, "", 0, err);
+    /* Every segment goes (large ones' files after the commit). */
+    idx_segs s;
+    memset(&s, 0, sizeof s);
+    int rc = idx_segs_read(&s, txn, true, err);
+    for (uint32_t i = 0; !rc && i < s.n; i++)
+        rc = idx_seg_remove(txn, s.v[i].id, err);
+    idx_segs_free(&s);
     if (!rc)
-        rc = clear_space(txn, KV_TERMS, "", 0, err);
+        rc = idx_merge_cancel(txn, err);
     if (!rc)
         rc = clear_space(txn, KV_DOCLENS, "", 0, err);
     if (!rc)
         rc = clear_space(txn, KV_META, IDX_FIELD_PREFIX,
                          strlen(IDX_FIELD_PREFIX), err);
-    const char *gone[] = { "seq::field", IDX_SEGS_KEY, IDX_MERGE_KEY };
-    for (size_t i = 0; !rc && i < 3; i++) {
+    const char *gone[] = { "seq::field", IDX_SEGS_KEY };
+    for (size_t i = 0; !rc && i < 2; i++) {
         rc = kv_del(txn, KV_META, gone[i], strlen(gone[i]), err);
         if (rc == KVFTS_ENOTFOUND)
             rc = KVFTS_OK;

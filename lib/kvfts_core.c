@@ -164,6 +164,23 @@ done:
     return rc;
 }
 
+int api_drop_sweep(kvfts_db *db, kv_err *err)
+{
+    /* A file some process reads stays listed; the next sweep tries
+     * again. */
+    uint32_t left;
+    return idx_drop_sweep(db->env, &left, err);
+}
+
+void api_drop_sweep_warn(kvfts_db *db)
+{
+    kv_err e = KV_ERR_INIT;
+    if (api_drop_sweep(db, &e))
+        snprintf(db->warning, sizeof db->warning, "the write is committed, "
+                 "but removing replaced segments' files failed (the next "
+                 "merge tries again): %s", e.msg);
+}
+
 uint64_t api_merge_step_bytes(void)
 {
     const char *e = getenv("KVFTS_MERGE_STEP_KB");
@@ -195,6 +212,8 @@ int api_merge_step(kvfts_db *db, bool all, uint64_t bytes, int *more,
 {
     merge_req m = { all, bytes, 0, { 0 } };
     int rc = kv_txn_run(db->env, true, merge_fn, &m, err);
+    if (!rc)
+        rc = api_drop_sweep(db, err);
     *more = m.more;
     if (st)
         *st = m.st;

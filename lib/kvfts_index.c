@@ -451,6 +451,8 @@ int kvfts_reindex(kvfts_db *db, kvfts_progress_fn progress, void *payload)
     reindex_req r = { db, progress, payload };
     if (!rc)
         rc = kv_txn_run(db->env, true, reindex_fn, &r, &db->err);
+    if (!rc)
+        api_drop_sweep_warn(db);
     return api_finish(db, rc);
 }
 
@@ -522,6 +524,8 @@ int kvfts_set_config(kvfts_db *db, const char *json, size_t json_len)
     if (!rc) {
         set_config_req r = { db, compact.data, compact.len };
         rc = kv_txn_run(db->env, true, set_config_fn, &r, &db->err);
+        if (!rc)
+            api_drop_sweep_warn(db);
     }
     if (!rc)
         rc = kv_txn_run(db->env, false, api_load_config_fn, db, &db->err);

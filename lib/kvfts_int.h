@@ -63,6 +63,12 @@ int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err);
  *  in the environment (the crash tests: a small index merged in many
  *  steps, so that a kill lands between steps as well as in one). */
 uint64_t api_merge_step_bytes(void);
+/** After a commit that replaced segments (a merge, a rebuild): remove the
+ *  files of those no process reads any more (idx_drop_sweep). */
+int api_drop_sweep(kvfts_db *db, kv_err *err);
+/** The same after a write whose status is its commit's: a failure is the
+ *  handle's warning. */
+void api_drop_sweep_warn(kvfts_db *db);
 /** One bounded step of merge work (idx_merge_step) in a transaction of
  *  its own; *more: work is left.  @p all: toward one segment.  @p st (may
  *  be NULL): the merge figures after the step. */

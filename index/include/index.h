@@ -110,7 +110,8 @@ uint64_t idx_buffered_docs(const idx_writer *w);
 /** Drop the buffer (after the transaction it belonged to aborted). */
 void idx_discard(idx_writer *w);
 
-/** Delete every index record (for a rebuild), in @p txn. */
+/** Delete every index record (for a rebuild), in @p txn: the segments'
+ *  files go later (idx_drop_sweep()). */
 int idx_clear(kv_txn *txn, kv_err *err);
 
 /** Progress of a long operation: documents (or steps) done so far. */
@@ -135,6 +136,11 @@ typedef struct idx_merge_stats {
 int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
                    kv_err *err);
 int idx_merge_stats_get(kv_txn *txn, idx_merge_stats *out, kv_err *err);
+/** Remove the files of segments a merge or a rebuild replaced (each in a
+ *  transaction of its own, after the one that replaced them committed).
+ *  A file some process still reads stays listed for a later sweep;
+ *  *@p left counts them. */
+int idx_drop_sweep(kv_env *env, uint32_t *left, kv_err *err);
 
 /* ------------------------------------------------------------------------ */
 /* Checking and rebuilding (idx_check.c)                                     */

@@ -41,12 +41,12 @@ void kv__bdb_msgs_clear(void)
 const kv_space_def kv_spaces[KV_NSPACES] = {
     [KV_DOCS] = { "docs.db", "documents", 0, KV_PAGE },
     [KV_KEYS] = { "keys.db", "document keys", 0, 0 },
-    [KV_POSTINGS] = { "postings.db", "postings", 0, KV_PAGE },
+    [KV_POSTINGS] = { NULL, "postings", 0, KV_PAGE },
     [KV_LOOKUPS] = { "lookups.db", "lookups", DB_DUPSORT, 0 },
     [KV_COUNTERS] = { "counters.db", "counters", 0, 0 },
     [KV_META] = { "meta.db", "meta", 0, 0 },
     [KV_DOCLENS] = { "doclens.db", "document lengths", 0, 0 },
-    [KV_TERMS] = { "terms.db", "terms", 0, KV_PAGE },
+    [KV_TERMS] = { NULL, "terms", 0, KV_PAGE },
 };
 
 void kv__inst_mark_dead(bdb_inst *in)

@@ -755,6 +755,7 @@ static void watchdog_stop(bdb_inst *in)
 
 static void inst_free(bdb_inst *in)
 {
+    pthread_mutex_destroy(&in->parts_mu);
     pthread_mutex_destroy(&in->wd_mu);
     pthread_cond_destroy(&in->wd_cv);
     kv_free(in);
@@ -776,6 +777,7 @@ static void inst_close(bdb_inst *in, bool checkpoint)
     /* A process that wrote nothing does not flush a database as it closes
      * it (DB_NOSYNC: the log, not the files, makes commits durable); a
      * reader closing during a load would wait for the load's pages. */
+    kv__parts_close(in);
     for (int s = 0; s < KV_NSPACES; s++)
         if (in->db[s])
             in->db[s]->close(in->db[s], checkpoint ? 0 : DB_NOSYNC);
@@ -850,6 +852,7 @@ static int inst_open(shared_env *sh, bool create, bool recover,
     in->sh = sh;
     in->cache = cache;
     pthread_mutex_init(&in->wd_mu, NULL);
+    pthread_mutex_init(&in->parts_mu, NULL);
     pthread_cond_init(&in->wd_cv, NULL);
     atomic_init(&in->wrote, false);
     atomic_init(&in->panicked, false);
@@ -911,7 +914,19 @@ static int inst_open(shared_env *sh, bool create, bool recover,
     if (in->env->get_cachesize(in->env, &gb, &bytes, &ncache) == 0)
         in->cache = ((uint64_t)gb << 30) + bytes;
     for (int s = 0; s < KV_NSPACES && !rc; s++)
-        rc = open_space(in, (kv_space)s, create, err);
+        if (!kv__parted((kv_space)s))
+            rc = open_space(in, (kv_space)s, create, err);
+    char old[4096];
+    struct stat st;
+    if (!rc && kv__path_join(old, sizeof old, sh->dir, "postings.db",
+                             NULL) == KVFTS_OK && stat(old, &st) == 0)
+        rc = kv_seterr(err, KVFTS_ECORRUPT, "database '%s' was written by an "
+                       "older kvfts (its segments are inside postings.db, "
+                       "not in files of their own): load its source into "
+                       "a new database",
+                       sh->dir);
+    if (!rc)
+        rc = kv__part_shared_check(in, create, err);
     if (rc) {
         inst_close(in, false);
         return rc;
@@ -1425,6 +1440,25 @@ int kv_env_sizes(kv_env *e, uint64_t *db_bytes, uint64_t *log_bytes,
     return KVFTS_OK;
 }
 
+int kv_part_remove(kv_env *e, uint32_t id, kv_err *err)
+{
+    if (e->read_only)
+        return kv_seterr(err, KVFTS_EINVAL, "database '%s' is open read-only",
+                         e->dir);
+    bdb_inst *in = NULL;
+    int rc = inst_acquire(e->sh, false, &in, err);
+    if (rc)
+        return rc;
+    rc = kv__part_remove(in, id, err);
+    inst_release(in);
+    return rc;
+}
+
+int kv_parts_list(kv_env *e, uint32_t **ids, size_t *n, kv_err *err)
+{
+    return kv__parts_list(e->dir, ids, n, err);
+}
+
 /* ---- transactions ------------------------------------------------------ */
 
 int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
@@ -1487,6 +1521,7 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
     bdb_inst *in = t->inst;
     bool write = t->write;
     int ret = t->txn->commit(t->txn, 0);
+    kv__parts_end(t, ret == 0);
     kv_free(t);
     if (write)
         watchdog_writers(in, -1);
@@ -1512,6 +1547,7 @@ void kv_txn_abort(kv_txn *t)
         return;
     bdb_inst *in = t->inst;
     t->txn->abort(t->txn);
+    kv__parts_end(t, false);
     if (t->write)
         watchdog_writers(in, -1);
     kv_free(t);
@@ -1523,6 +1559,7 @@ int kv_txn_run(kv_env *e, bool write, kv_txn_fn fn, void *payload,
 {
     for (int attempt = 0;; attempt++) {
         kv_txn *t = NULL;
+        kv__part_gone()[0] = '\0';
         int rc = kv_txn_begin(&t, e, write, err);
         if (rc == KVFTS_OK) {
             rc = fn(t, payload, err);
@@ -1532,6 +1569,10 @@ int kv_txn_run(kv_env *e, bool write, kv_txn_fn fn, void *payload,
         }
         if (rc != KV_RETRY)
             return rc;
+        if (attempt + 1 >= MAX_RETRIES && kv__part_gone()[0])
+            return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': segment "
+                             "file %s is missing (the segment list names it)",
+                             e->dir, kv__part_gone());
         if (attempt + 1 >= MAX_RETRIES)
             return kv_seterr(err, KVFTS_EBUSY,
                              "database '%s': still deadlocked after %d "

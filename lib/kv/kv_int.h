@@ -21,6 +21,14 @@
 
 #define KV_PAGE 4096u              /* page size of the big databases */
 
+/* A segment's file (kv_part.c), open in an instance. */
+typedef struct kv_part {
+    uint32_t id;
+    DB *db[2];                   /* "terms", "postings" (in->parts_mu) */
+    int refs;                    /* transactions using it (in->parts_mu) */
+    const struct kv_txn *creator;/* the transaction creating the file */
+} kv_part;
+
 /* One open instance of the Berkeley DB environment. */
 typedef struct bdb_inst {
     DB_ENV *env;
@@ -39,6 +47,12 @@ typedef struct bdb_inst {
     bool wd_started;             /* (wd_mu) */
     bool wd_stop;                /* (wd_mu) */
     int wd_writers;              /* write transactions open (wd_mu) */
+    /* Segment files' handles (kv_part.c). */
+    pthread_mutex_t parts_mu;
+    kv_part **parts;
+    size_t nparts, partcap;
+    uint32_t *kept;              /* the last list kv_parts_retain() got */
+    size_t nkept;
 } bdb_inst;
 
 /* A directory open in this process, shared by its handles. */
@@ -83,6 +97,13 @@ struct kv_txn {
         uint64_t next, end;      /* next <= end: values left */
         uint64_t grab;           /* the next reservation's size */
     } seqs[4];
+    /* Segment files this transaction used (kv_part.c): a reference on
+     * each, and its handles. */
+    struct kv_tpart {
+        kv_part *p;
+        DB *db[2];
+    } *used, *lastp;
+    size_t nused, usedcap;
 };
 
 /* How long a write transaction waits for a lock another holds, seconds:
@@ -91,7 +112,14 @@ unsigned kv__busy_timeout(void);
 
 struct kv_cursor {
     kv_txn *txn;
-    DBC *dbc;
+    DBC *dbc;          /* the current one */
+    /* A cursor of a partitioned space: one Berkeley DB cursor per segment
+     * file it was positioned in; dbc is the last one's. */
+    struct kv_pcur {
+        uint32_t id;
+        DBC *dbc;
+    } *pcs;
+    size_t npcs, pccap;
     kv_space space;
     kv_buf key;
     kv_buf val;
@@ -100,7 +128,7 @@ struct kv_cursor {
 
 /* The physical databases: file, name for messages, flags, page size. */
 typedef struct kv_space_def {
-    const char *file;
+    const char *file;     /* NULL: partitioned, a file per segment */
     const char *name;
     u_int32_t flags;      /* DB->set_flags */
     u_int32_t pagesize;   /* 0 = Berkeley DB's choice */
@@ -121,5 +149,32 @@ void kv__bdb_msgs_clear(void);
 void kv__inst_mark_dead(bdb_inst *in);
 int kv__path_join(char *out, size_t cap, const char *dir, const char *file,
                   kv_err *err);
+
+/* kv_part.c: the partitioned spaces (KV_TERMS, KV_POSTINGS). */
+bool kv__parted(kv_space s);
+/** The database of space @p s in the segment file that @p key's first four
+ *  bytes name; @p create: a write transaction creates the file if it is
+ *  missing.  A missing file in a snapshot is KV_RETRY. */
+int kv__part_db(kv_txn *t, kv_space s, const void *key, size_t klen,
+                bool create, DB **out, kv_err *err);
+/** This thread's last missing segment file ("" if none): settable. */
+char *kv__part_gone(void);
+/** The partition (file) of a key of 4 bytes or more. */
+uint32_t kv__part_of(const void *key);
+int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
+                   kv_err *err);
+/** @p t ends (after its Berkeley DB transaction committed or aborted):
+ *  drop its references; an abort closes the handles of files it created. */
+void kv__parts_end(kv_txn *t, bool committed);
+/** Close every segment file's handles (the instance closes). */
+void kv__parts_close(bdb_inst *in);
+/** Remove a segment's file unless a handle of any process is open on it
+ *  (KVFTS_EBUSY); a missing file is KVFTS_OK. */
+int kv__part_remove(bdb_inst *in, uint32_t id, kv_err *err);
+/** The small segments' shared file (partition 0) exists, or is created
+ *  (@p create) as the other spaces' files are. */
+int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err);
+/** The segment files in @p dir, by id (kv_free() the array). */
+int kv__parts_list(const char *dir, uint32_t **ids, size_t *n, kv_err *err);
 
 #endif /* KVFTS_KV_INT_H */

@@ -34,15 +34,29 @@ static int check_len(size_t n, kv_err *err)
     return KVFTS_OK;
 }
 
+/* The database of space s that holds key (a segment's file for the
+ * partitioned spaces, kv_part.c). */
+static int space_db(kv_txn *t, kv_space s, const void *key, size_t klen,
+                    bool create, DB **db, kv_err *err)
+{
+    if (!kv__parted(s)) {
+        *db = t->inst->db[s];
+        return KVFTS_OK;
+    }
+    return kv__part_db(t, s, key, klen, create, db, err);
+}
+
 /* Read the value at key into val; with head > 0 only its first head bytes
  * (DB_DBT_PARTIAL: Berkeley DB copies no more than that). */
 static int get_value(kv_txn *t, kv_space s, const void *key, size_t klen,
                      size_t head, kv_buf *val, bool for_update, kv_err *err)
 {
+    DB *db = NULL;
     int rc = check_len(klen, err);
+    if (!rc)
+        rc = space_db(t, s, key, klen, false, &db, err);
     if (rc)
         return rc;
-    DB *db = t->inst->db[s];
     DBT k, v;
     dbt_in(&k, key, klen);
     size_t want = head ? head + 1 : 256;
@@ -87,12 +101,14 @@ int kv_get_head(kv_txn *t, kv_space s, const void *key, size_t klen,
 int kv_put(kv_txn *t, kv_space s, const void *key, size_t klen,
            const void *val, size_t vlen, kv_err *err)
 {
+    DB *db = NULL;
     int rc = check_len(klen, err);
     if (!rc)
         rc = check_len(vlen, err);
+    if (!rc)
+        rc = space_db(t, s, key, klen, t->write, &db, err);
     if (rc)
         return rc;
-    DB *db = t->inst->db[s];
     DBT k, v;
     dbt_in(&k, key, klen);
     dbt_in(&v, val, vlen);
@@ -104,7 +120,10 @@ int kv_put(kv_txn *t, kv_space s, const void *key, size_t klen,
 
 int kv_del(kv_txn *t, kv_space s, const void *key, size_t klen, kv_err *err)
 {
-    DB *db = t->inst->db[s];
+    DB *db = NULL;
+    int rc = space_db(t, s, key, klen, false, &db, err);
+    if (rc)
+        return rc;
     DBT k;
     dbt_in(&k, key, klen);
     int ret = db->del(db, t->txn, &k, 0);
@@ -114,6 +133,9 @@ int kv_del(kv_txn *t, kv_space s, const void *key, size_t klen, kv_err *err)
 int kv_del_pair(kv_txn *t, kv_space s, const void *key, size_t klen,
                 const void *val, size_t vlen, kv_err *err)
 {
+    if (kv__parted(s))
+        return kv_seterr(err, KVFTS_EINVAL, "%s: no duplicates",
+                         kv_spaces[s].name);
     DB *db = t->inst->db[s];
     DBC *c = NULL;
     int ret = db->cursor(db, t->txn, &c, 0);
@@ -132,15 +154,17 @@ int kv_del_pair(kv_txn *t, kv_space s, const void *key, size_t klen,
     return rc;
 }
 
-int kv_walk(kv_txn *t, kv_space s, kv_walk_fn fn, void *payload,
-            kv_err *err)
+/* Walk the records from the first key >= from (flen 4: a segment's
+ * first). */
+static int walk_from(kv_txn *t, kv_space s, const void *from, size_t flen,
+                     kv_walk_fn fn, void *payload, kv_err *err)
 {
     kv_cursor *c = NULL;
     kv_bulk b = KV_BULK_INIT;
     int rc = kv_cursor_open(&c, t, s, err);
     bool first = true;
     while (!rc) {
-        rc = kv_cursor_bulk(c, first ? "" : NULL, 0, &b, err);
+        rc = kv_cursor_bulk(c, first ? from : NULL, flen, &b, err);
         first = false;
         const char *k, *v;
         size_t kl, vl;
@@ -150,6 +174,26 @@ int kv_walk(kv_txn *t, kv_space s, kv_walk_fn fn, void *payload,
     kv_cursor_close(c);
     kv_bulk_free(&b);
     return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
+int kv_walk(kv_txn *t, kv_space s, kv_walk_fn fn, void *payload,
+            kv_err *err)
+{
+    if (!kv__parted(s))
+        return walk_from(t, s, "", 0, fn, payload, err);
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    int rc = kv__parts_list(t->inst->sh->dir, &ids, &n, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        unsigned char key[4];
+        kv_put_be32(key, ids[i]);
+        rc = walk_from(t, s, key, 4, fn, payload, err);
+        /* a file removed since the listing: not in this snapshot either */
+        if (rc == KV_RETRY)
+            rc = KVFTS_OK;
+    }
+    kv_free(ids);
+    return rc;
 }
 
 static int count_one(void *payload, const char *k, size_t kl, const char *v,
@@ -189,11 +233,13 @@ int kv_cursor_open(kv_cursor **out, kv_txn *t, kv_space s, kv_err *err)
         kv_cursor_close(c);
         return rc;
     }
-    DB *db = t->inst->db[s];
-    int ret = db->cursor(db, t->txn, &c->dbc, 0);
-    if (ret) {
-        kv_cursor_close(c);
-        return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+    if (!kv__parted(s)) {
+        DB *db = t->inst->db[s];
+        int ret = db->cursor(db, t->txn, &c->dbc, 0);
+        if (ret) {
+            kv_cursor_close(c);
+            return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+        }
     }
     *out = c;
     return KVFTS_OK;
@@ -203,12 +249,54 @@ void kv_cursor_close(kv_cursor *c)
 {
     if (!c)
         return;
-    if (c->dbc)
+    if (c->pcs) {
+        for (size_t i = 0; i < c->npcs; i++)
+            c->pcs[i].dbc->close(c->pcs[i].dbc);
+        kv_free(c->pcs);
+    } else if (c->dbc) {
         c->dbc->close(c->dbc);
+    }
     kv_buf_free(&c->key);
     kv_buf_free(&c->val);
     kv_buf_free(&c->skey);
     kv_free(c);
+}
+
+/* A cursor of a partitioned space moves to the segment file that key
+ * names (a Berkeley DB cursor of its own per file). */
+static int cursor_bind(kv_cursor *c, const void *key, size_t klen,
+                       kv_err *err)
+{
+    if (!kv__parted(c->space))
+        return KVFTS_OK;
+    if (klen < 4)
+        return kv_seterr(err, KVFTS_EINVAL, "%s: a cursor needs a key with a "
+                         "segment id", kv_spaces[c->space].name);
+    uint32_t id = kv__part_of(key);
+    for (size_t i = 0; i < c->npcs; i++)
+        if (c->pcs[i].id == id) {
+            c->dbc = c->pcs[i].dbc;
+            return KVFTS_OK;
+        }
+    DB *db = NULL;
+    int rc = kv__part_db_id(c->txn, c->space, id, false, &db, err);
+    if (rc)
+        return rc;
+    if (c->npcs == c->pccap) {
+        size_t ncap = c->pccap ? c->pccap * 2 : 4;
+        struct kv_pcur *v = kv_realloc(c->pcs, ncap * sizeof *v);
+        if (!v)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        c->pcs = v;
+        c->pccap = ncap;
+    }
+    DBC *dbc = NULL;
+    int ret = db->cursor(db, c->txn->txn, &dbc, 0);
+    if (ret)
+        return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
+    c->pcs[c->npcs++] = (struct kv_pcur){ id, dbc };
+    c->dbc = dbc;
+    return KVFTS_OK;
 }
 
 /* c->get with USERMEM buffers, growing them on DB_BUFFER_SMALL (the cursor
@@ -221,9 +309,14 @@ static int cursor_get(kv_cursor *c, u_int32_t flag, const void *skey,
     if (skey) {                  /* skey may point into c->key itself */
         kv_buf_reset(&c->skey);
         int rc = kv_buf_append(&c->skey, skey, sklen, err);
+        if (!rc)
+            rc = cursor_bind(c, c->skey.data, c->skey.len, err);
         if (rc)
             return rc;
     }
+    if (!c->dbc)
+        return kv_seterr(err, KVFTS_EINVAL, "%s: cursor not positioned",
+                         kv_spaces[c->space].name);
     for (;;) {
         if (skey) {
             kv_buf_reset(&c->key);
@@ -267,7 +360,7 @@ static int cursor_get(kv_cursor *c, u_int32_t flag, const void *skey,
 
 int kv_cursor_seek(kv_cursor *c, const void *key, size_t klen, kv_err *err)
 {
-    if (klen == 0)
+    if (klen == 0 && !kv__parted(c->space))
         return cursor_get(c, DB_FIRST, NULL, 0, err);
     return cursor_get(c, DB_SET_RANGE, key, klen, err);
 }
@@ -283,9 +376,14 @@ int kv_cursor_bulk(kv_cursor *c, const void *key, size_t klen, kv_bulk *b,
     if (key) {
         kv_buf_reset(&c->key);
         int rc = kv_buf_append(&c->key, key, klen, err);
+        if (!rc)
+            rc = cursor_bind(c, c->key.data, c->key.len, err);
         if (rc)
             return rc;
     }
+    if (!c->dbc)
+        return kv_seterr(err, KVFTS_EINVAL, "%s: cursor not positioned",
+                         kv_spaces[c->space].name);
     size_t want = BULK_MIN;   /* grown only for a record that needs it */
     for (;;) {
         /* Berkeley DB wants a multiple of 1024 bytes, aligned for u_int32_t
@@ -391,6 +489,9 @@ void kv_cursor_val(const kv_cursor *c, const char **val, size_t *vlen)
 
 int kv_cursor_del(kv_cursor *c, kv_err *err)
 {
+    if (!c->dbc)
+        return kv_seterr(err, KVFTS_EINVAL, "%s: cursor not positioned",
+                         kv_spaces[c->space].name);
     int ret = c->dbc->del(c->dbc, 0);
     return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
 }

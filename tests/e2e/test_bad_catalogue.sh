@@ -691,16 +691,24 @@ cp -r "$T_DIR/src" "$T_DIR/dmeta2"
 bad 6 "cannot open meta.db: Invalid argument: BDB0004 fop_read_meta: $T_DIR/dmeta2/meta.db: unexpected file type or format" \
     kv -d "$T_DIR/dmeta2" search common
 
-# row 58: a table file deleted (postings.db): every command says which
-# file is missing (it used to be created again empty, so that searches
-# found nothing and only check noticed); nothing is created
+# row 58: a table file deleted (doclens.db; the small segments' file
+# seg-00000000.db): every command says which file is missing (it used to
+# be created again empty, so that searches found nothing and only check
+# noticed); nothing is created
 row 58 "a table file deleted"
 copy_src dgone
-rm -f "$T_DIR/dgone/postings.db"
-bad 6 "database '$T_DIR/dgone': postings.db is missing" \
+rm -f "$T_DIR/dgone/doclens.db"
+bad 6 "database '$T_DIR/dgone': doclens.db is missing" \
     kv -d "$T_DIR/dgone" check
-bad 6 "postings.db is missing" kv -d "$T_DIR/dgone" get c1
-check "postings.db is not created again" [ ! -e "$T_DIR/dgone/postings.db" ]
+bad 6 "doclens.db is missing" kv -d "$T_DIR/dgone" get c1
+check "doclens.db is not created again" [ ! -e "$T_DIR/dgone/doclens.db" ]
+copy_src dgone2
+rm -f "$T_DIR/dgone2/seg-00000000.db"
+bad 6 "database '$T_DIR/dgone2': seg-00000000.db is missing" \
+    kv -d "$T_DIR/dgone2" search common
+bad 6 "seg-00000000.db is missing" kv -d "$T_DIR/dgone2" put c9 '{"t":"x"}'
+check "seg-00000000.db is not created again" \
+    [ ! -e "$T_DIR/dgone2/seg-00000000.db" ]
 
 # Rows 59 and 60: Berkeley DB "panics" the environment when it reads a
 # damaged page, and then refuses to close its handles, so the process
@@ -708,19 +716,19 @@ check "postings.db is not created again" [ ! -e "$T_DIR/dgone/postings.db" ]
 # count that, for these commands only.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
-# row 59: a damaged page in postings.db
-row 59 "a damaged page in postings.db"
+# row 59: a damaged page in the segments' file
+row 59 "a damaged page in seg-00000000.db"
 copy_src dpost
-smash_page "$T_DIR/dpost/postings.db"
-# (which page the middle one is depends on the file: a leaf gives BDB0058
-# "illegal page type or format", a page that points past the file's end
-# BDB0075 DB_PAGE_NOTFOUND; both are "corrupt", exit 6)
-bad 6 "check: postings: database file is corrupt (BDB00" \
-    kv -d "$T_DIR/dpost" check
+smash_page "$T_DIR/dpost/seg-00000000.db"
+# (which page the middle one is depends on the file: a dictionary chunk
+# gives "corrupt dictionary chunk", a B-tree page BDB0058 "illegal page
+# type or format"; all are "corrupt", exit 6)
+bad 6 "check: " kv -d "$T_DIR/dpost" check
+expect_stderr_contains "corrupt"
 # A search that reads a damaged page says so too; the documents are fine.
 copy_src dpost2
-smash_root "$T_DIR/dpost2/postings.db"
-bad 6 "search: postings: database file is corrupt (BDB0058 page" \
+smash_root "$T_DIR/dpost2/seg-00000000.db"
+bad 6 "search: seg-00000000.db: database file is corrupt (BDB0058 page" \
     kv -d "$T_DIR/dpost2" search common
 expect_exit 0 kv -d "$T_DIR/dpost2" get c1
 

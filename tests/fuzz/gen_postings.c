@@ -248,7 +248,7 @@ static int segs_seed(const char *name, uint32_t n)
     kv_buf out = KV_BUF_INIT;
     int rc = KVFTS_OK;
     for (uint32_t i = 0; !rc && i < n; i++) {
-        idx_seg g = { i % 2 ? IDX_SEG_HIGH | (7 + i) : 7 + i, n - 1 - i,
+        idx_seg g = { i % 2 ? 0x80000000u | (7 + i) : 7 + i, n - 1 - i,
                       1000 >> i, i * 3, 5000 >> i, 400000 >> i, 1 + i * 10,
                       0 };
         g.max_id = g.min_id + 60000 - i;

@@ -874,7 +874,7 @@ static void test_segs_codec(void **state)
     assert_int_equal(idx_segs_decode(&t, enc.data, enc.len, &err), 0);
     assert_int_equal(t.n, 0);
     for (uint32_t i = 0; i < 6; i++) {
-        idx_seg g = { i == 3 ? IDX_SEG_HIGH | 77 : 5 + i * 1000, i % 4,
+        idx_seg g = { i == 3 ? 0x80000000u | 77 : 5 + i * 1000, i % 4,
                       rnd(100000), rnd(300), rnd(70000),
                       (uint64_t)rnd(1u << 31) << 4, 1 + rnd(1000), 0 };
         g.max_id = g.min_id + rnd(UINT32_MAX - g.min_id);

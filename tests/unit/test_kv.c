@@ -1,12 +1,16 @@
 /*
  * test_kv.c -- unit tests of the kv layer (lib/kv/include/kv.h): UTF-8 checks, the JSON
  * walker, keys and names, buffers, the allocation fault hook, Berkeley DB
- * storage (records, cursors, duplicates, transactions, deadlock retry),
+ * storage (records, cursors, segment files, duplicates, transactions,
+ * deadlock retry),
  * documents, sequences, counters, config parsing and lookups.
  */
 #include "testutil.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -421,6 +425,192 @@ static void test_records_and_cursors(void **state)
     uint64_t n;
     assert_int_equal(kv_count(t, KV_META, &n, &err), 0);
     assert_int_equal(n, 6);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+}
+
+/* ---- segment files (kv_part.c) ------------------------------------------ */
+
+static bool seg_file_exists(const char *dir, uint32_t id)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/seg-%08x.db", dir, id);
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void seg_key(unsigned char *key, uint32_t seg, const char *rest)
+{
+    kv_put_be32(key, seg);
+    memcpy(key + 4, rest, strlen(rest));
+}
+
+typedef struct gone_req {
+    uint32_t seg;
+} gone_req;
+
+static int read_gone(kv_txn *t, void *payload, kv_err *err)
+{
+    const gone_req *g = payload;
+    unsigned char key[8];
+    seg_key(key, g->seg, "k1");
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_get(t, KV_TERMS, key, 6, &v, false, err);
+    kv_buf_free(&v);
+    return rc;
+}
+
+/* A large segment is a file of its own: made by the transaction that
+ * first writes it (gone again if it aborts), read by cursors that stay
+ * inside it, removed whole -- never while a transaction, or a handle of
+ * another process, has it open.  A snapshot that names a file removed
+ * since is told to retry; one that can never find it names the file. */
+static void test_segment_files(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_buf v = KV_BUF_INIT;
+    const uint32_t a = KV_PART_OWN | 7, b = KV_PART_OWN | 9, small = 3;
+    unsigned char key[8];
+    kv_txn *t;
+    assert_true(seg_file_exists(f->dir, 0));     /* made with the database */
+    /* An aborted transaction's new file is removed with it. */
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    seg_key(key, a, "k1");
+    assert_int_equal(kv_put(t, KV_TERMS, key, 6, "v1", 2, &err), 0);
+    assert_true(seg_file_exists(f->dir, a));
+    kv_txn_abort(t);
+    assert_false(seg_file_exists(f->dir, a));
+    /* Committed: two own files and a small segment in the shared one. */
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    for (int i = 0; i < 3; i++) {
+        uint32_t seg = i == 0 ? a : i == 1 ? b : small;
+        seg_key(key, seg, "k1");
+        assert_int_equal(kv_put(t, KV_TERMS, key, 6, "v1", 2, &err), 0);
+        seg_key(key, seg, "k2");
+        assert_int_equal(kv_put(t, KV_TERMS, key, 6, "v2", 2, &err), 0);
+        seg_key(key, seg, "p1");
+        assert_int_equal(kv_put(t, KV_POSTINGS, key, 6, "pp", 2, &err), 0);
+    }
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    assert_true(seg_file_exists(f->dir, a) && seg_file_exists(f->dir, b));
+    assert_false(seg_file_exists(f->dir, small));
+    uint32_t *ids;
+    size_t n;
+    assert_int_equal(kv_parts_list(f->env, &ids, &n, &err), 0);
+    assert_int_equal(n, 3);
+    assert_true(ids[0] == 0 && ids[1] == a && ids[2] == b);
+    kv_free(ids);
+    /* A cursor stays in the file of its key: next stops at its end. */
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    kv_cursor *c;
+    assert_int_equal(kv_cursor_open(&c, t, KV_TERMS, &err), 0);
+    assert_int_equal(kv_cursor_seek(c, "", 0, &err), KVFTS_EINVAL);
+    seg_key(key, a, "k");
+    assert_int_equal(kv_cursor_seek(c, key, 5, &err), 0);
+    assert_int_equal(kv_cursor_next(c, &err), 0);
+    assert_int_equal(kv_cursor_next(c, &err), KVFTS_ITEROVER);
+    seg_key(key, b, "k2");
+    assert_int_equal(kv_cursor_seek(c, key, 6, &err), 0);
+    const char *k;
+    size_t kl;
+    kv_cursor_key(c, &k, &kl);
+    assert_int_equal(kl, 6);
+    assert_memory_equal(k, key, 6);
+    assert_int_equal(kv_cursor_prev(c, &err), 0);
+    assert_int_equal(kv_cursor_prev(c, &err), KVFTS_ITEROVER);
+    kv_cursor_close(c);
+    uint64_t cnt;
+    assert_int_equal(kv_count(t, KV_TERMS, &cnt, &err), 0);
+    assert_int_equal(cnt, 6);
+    assert_int_equal(kv_count(t, KV_POSTINGS, &cnt, &err), 0);
+    assert_int_equal(cnt, 3);
+    /* While this transaction uses a's file, it stays. */
+    assert_int_equal(kv_part_remove(f->env, a, &err), KVFTS_EBUSY);
+    assert_true(seg_file_exists(f->dir, a));
+    /* A small segment has no file to remove. */
+    assert_int_equal(kv_part_remove(f->env, small, &err), KVFTS_EINVAL);
+    kv_txn_abort(t);
+
+    /* Another process holds a handle on b: b stays until it lets go.  (The
+     * child opens the database afresh: nothing of this process's open
+     * environment may cross the fork.) */
+    int go[2], ready[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(ready), 0);
+    kv_env_close(f->env);
+    f->env = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(go[1]);
+        close(ready[0]);
+        kv_env *e2 = NULL;
+        kv_err e = KV_ERR_INIT;
+        char ch = 'x';
+        int ok = kv_env_open(&e2, f->dir, NULL, &e) == 0;
+        kv_txn *t2 = NULL;
+        unsigned char k2[8];
+        seg_key(k2, b, "k1");
+        ok = ok && kv_txn_begin(&t2, e2, false, &e) == 0;
+        ok = ok && kv_get(t2, KV_TERMS, k2, 6, &v, false, &e) == 0;
+        if (t2)
+            kv_txn_abort(t2);          /* the handle stays open, idle */
+        ch = ok ? 'r' : 'f';
+        if (write(ready[1], &ch, 1) != 1 || read(go[0], &ch, 1) != 1)
+            _exit(3);
+        ok = ok && kv_txn_begin(&t2, e2, false, &e) == 0;
+        if (ok) {                      /* the list no longer names b */
+            kv_parts_retain(t2, &a, 1);
+            kv_txn_abort(t2);
+        }
+        ch = ok ? 'r' : 'f';
+        if (write(ready[1], &ch, 1) != 1 || read(go[0], &ch, 1) != 1)
+            _exit(3);
+        kv_env_close(e2);
+        _exit(ok ? 0 : 2);
+    }
+    close(go[0]);
+    close(ready[1]);
+    kv_env_options o = { false, false, 0 };
+    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
+    char ch;
+    assert_int_equal(read(ready[0], &ch, 1), 1);
+    assert_int_equal(ch, 'r');
+    assert_int_equal(kv_part_remove(f->env, b, &err), KVFTS_EBUSY);
+    assert_non_null(strstr(err.msg, "another process"));
+    assert_true(seg_file_exists(f->dir, b));
+    assert_int_equal(write(go[1], "g", 1), 1);
+    assert_int_equal(read(ready[0], &ch, 1), 1);
+    assert_int_equal(ch, 'r');
+    assert_int_equal(kv_part_remove(f->env, b, &err), KVFTS_OK);
+    assert_false(seg_file_exists(f->dir, b));
+    assert_int_equal(write(go[1], "g", 1), 1);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(go[1]);
+    close(ready[0]);
+    /* Removing it again is no error. */
+    assert_int_equal(kv_part_remove(f->env, b, &err), KVFTS_OK);
+
+    /* A snapshot begun before a's removal, opening a afterwards, is told
+     * to retry; kv_txn_run() retrying never finds it, and names it. */
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    kv_parts_retain(t, NULL, 0);      /* no handle of a is open now */
+    assert_int_equal(kv_part_remove(f->env, a, &err), KVFTS_OK);
+    seg_key(key, a, "k1");
+    assert_int_equal(kv_get(t, KV_TERMS, key, 6, &v, false, &err), KV_RETRY);
+    kv_txn_abort(t);
+    gone_req g = { a };
+    assert_int_equal(kv_txn_run(f->env, false, read_gone, &g, &err),
+                     KVFTS_ECORRUPT);
+    assert_non_null(strstr(err.msg, "seg-80000007.db is missing"));
+    /* The small segment is still there. */
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    seg_key(key, small, "k2");
+    assert_int_equal(kv_get(t, KV_TERMS, key, 6, &v, false, &err), 0);
+    assert_memory_equal(v.data, "v2", 2);
     kv_txn_abort(t);
     kv_buf_free(&v);
 }
@@ -891,6 +1081,8 @@ int main(void)
         cmocka_unit_test(test_alloc_hook),
         cmocka_unit_test(test_env_open_errors),
         cmocka_unit_test_setup_teardown(test_records_and_cursors, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_segment_files, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_duplicates, fx_setup,
                                         fx_teardown),

@@ -263,6 +263,26 @@ int kv_del(kv_txn *txn, kv_space space, const void *key, size_t klen,
 /** KV_LOOKUPS only: delete the one pair key -> val. */
 int kv_del_pair(kv_txn *txn, kv_space space, const void *key, size_t klen,
                 const void *val, size_t vlen, kv_err *err);
+/** KV_TERMS and KV_POSTINGS are partitioned: every key begins with a be32
+ *  segment id.  A segment whose id has KV_PART_OWN set is a file of its
+ *  own (kv_part.c), removed whole; the others, small, share one file
+ *  (partition 0), and their records are deleted one by one.  A cursor of
+ *  these spaces stays in the file of the key it was last positioned with:
+ *  it needs a key of 4 bytes or more, and next, prev and last stop at that
+ *  file's ends.  kv_walk() and kv_count() go through every file, in
+ *  partition order. */
+#define KV_PART_OWN 0x80000000u
+
+/** Remove segment @p id's file (KV_PART_OWN set): KVFTS_EBUSY while a transaction or a
+ *  handle of any process uses it (try again later), KVFTS_OK if it is
+ *  gone (or was). */
+int kv_part_remove(kv_env *env, uint32_t id, kv_err *err);
+/** The segment files present, in id order (kv_free() *ids). */
+int kv_parts_list(kv_env *env, uint32_t **ids, size_t *n, kv_err *err);
+/** The segments listed now are @p ids: close this process's idle handles
+ *  of every other segment file, so that a merge can remove it. */
+void kv_parts_retain(kv_txn *txn, const uint32_t *ids, size_t n);
+
 /** Number of records in a space (walks it; for stats and tests). */
 int kv_count(kv_txn *txn, kv_space space, uint64_t *out, kv_err *err);
 

@@ -1,0 +1,479 @@
+/*
+ * kv_part.c -- the partitioned spaces.  KV_TERMS and KV_POSTINGS hold
+ * index/'s segments.  A large segment (its id has KV_PART_OWN) is a file
+ * of its own, DIR/seg-XXXXXXXX.db (the id in hex); the small ones, which
+ * single-document writes make by the thousand, share
+ * DIR/seg-00000000.db, made with the database and never removed (like the
+ * files of the other spaces, a missing one is an error).  Each file holds the two spaces as its two
+ * databases, "terms" and "postings".  A record's key begins with the
+ * segment id (be32): that picks the file.
+ *
+ * Why files: a merge replaces segments by one.  Deleting the inputs'
+ * records one by one rewrote every page they were on, and under MVCC
+ * every such page is copied until the deleting transaction ends; past a
+ * million documents the copies outgrew the cache into __db.freezer files
+ * and a load slowed to a quarter of its starting rate.  Removing a file is
+ * a few log records, whatever its size, and gives its space back to the
+ * file system at once (a freed B-tree page only goes to the file's free
+ * list).  Each segment's file is written front to back, so its pages are
+ * full.
+ *
+ * Handles.  Opening a database costs a file open and a few page reads, so
+ * an instance keeps each partition's handles open for all its
+ * transactions (kv_part, in bdb_inst.parts); a transaction holds a
+ * reference on each partition it used until it ends.  A file is created,
+ * with both its databases, inside the write transaction that first puts a
+ * record in it: an abort removes it again, and the handles go with it.
+ * An existing file is opened in a snapshot transaction of its own, as
+ * kv_env.c opens the fixed spaces, so that opening never waits for a
+ * writer.
+ *
+ * Removal (kv__part_remove) closes this process's handles if no
+ * transaction uses them, then removes the file in a transaction that does
+ * not wait: while a handle of any process is open on it, Berkeley DB's
+ * handle lock refuses, and the caller tries again later.  A process drops
+ * its idle handles of partitions its latest segment list no longer names
+ * (kv_parts_retain), so that the files can go.  A snapshot that names a
+ * segment whose file is gone by the time it opens it (a merge removed it
+ * meanwhile) gets KV_RETRY: kv_txn_run() begins a newer snapshot, which
+ * no longer names it.
+ */
+#include "kv_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const sub_names[2] = { "terms", "postings" };
+
+/* The file this thread last found missing (kv_txn_run() names it when
+ * retrying with newer snapshots does not help: the file is lost). */
+static _Thread_local char tls_gone[32];
+
+char *kv__part_gone(void)
+{
+    return tls_gone;
+}
+
+bool kv__parted(kv_space s)
+{
+    return kv_spaces[s].file == NULL;
+}
+
+static int sub_of(kv_space s)
+{
+    return s == KV_TERMS ? 0 : 1;
+}
+
+static void part_file(char *out, size_t cap, uint32_t id)
+{
+    snprintf(out, cap, "seg-%08x.db", id);
+}
+
+/* A file name of a partition: "seg-" 8 lowercase hex digits ".db". */
+static bool parse_part_file(const char *name, uint32_t *id)
+{
+    if (strlen(name) != 15 || strncmp(name, "seg-", 4) != 0 ||
+        strcmp(name + 12, ".db") != 0)
+        return false;
+    uint32_t v = 0;
+    for (int i = 4; i < 12; i++) {
+        char ch = name[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0'
+              : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0)
+            return false;
+        v = v << 4 | (uint32_t)d;
+    }
+    *id = v;
+    return true;
+}
+
+static int id_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int kv__parts_list(const char *dir, uint32_t **ids, size_t *n, kv_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': %s", dir,
+                         strerror(errno));
+    size_t cap = 0;
+    int rc = KVFTS_OK;
+    struct dirent *de;
+    while (!rc && (de = readdir(d)) != NULL) {
+        uint32_t id;
+        if (!parse_part_file(de->d_name, &id))
+            continue;
+        if (*n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            uint32_t *v = kv_realloc(*ids, ncap * sizeof *v);
+            if (!v) {
+                rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+                break;
+            }
+            *ids = v;
+            cap = ncap;
+        }
+        (*ids)[(*n)++] = id;
+    }
+    closedir(d);
+    if (rc) {
+        kv_free(*ids);
+        *ids = NULL;
+        *n = 0;
+        return rc;
+    }
+    if (*n)
+        qsort(*ids, *n, sizeof **ids, id_cmp);
+    return KVFTS_OK;
+}
+
+/* ---- the instance's handles --------------------------------------------- */
+
+static void part_close_dbs(kv_part *p)
+{
+    for (int k = 0; k < 2; k++)
+        if (p->db[k]) {
+            p->db[k]->close(p->db[k], DB_NOSYNC);
+            p->db[k] = NULL;
+        }
+}
+
+/* Take p out of in->parts and free it (parts_mu held). */
+static void part_forget(bdb_inst *in, size_t at)
+{
+    kv_part *p = in->parts[at];
+    part_close_dbs(p);
+    in->parts[at] = in->parts[--in->nparts];
+    kv_free(p);
+}
+
+void kv__parts_close(bdb_inst *in)
+{
+    pthread_mutex_lock(&in->parts_mu);
+    while (in->nparts)
+        part_forget(in, in->nparts - 1);
+    kv_free(in->parts);
+    in->parts = NULL;
+    in->partcap = 0;
+    kv_free(in->kept);
+    in->kept = NULL;
+    in->nkept = 0;
+    pthread_mutex_unlock(&in->parts_mu);
+}
+
+/* Open both databases of p's file inside the write transaction t,
+ * creating what is missing (parts_mu held). */
+static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
+{
+    for (int k = 0; k < 2; k++) {
+        if (p->db[k])
+            continue;
+        DB *db = NULL;
+        int ret = db_create(&db, t->inst->env, 0);
+        if (ret)
+            return kv_seterr(err, KVFTS_ERROR, "db_create: %s",
+                             db_strerror(ret));
+        db->set_pagesize(db, KV_PAGE);
+        ret = db->open(db, t->txn, file, sub_names[k], DB_BTREE,
+                       DB_CREATE | DB_MULTIVERSION | DB_THREAD, 0644);
+        if (ret) {
+            db->close(db, 0);
+            return kv__bdb_err(t->inst, ret, err, file);
+        }
+        p->db[k] = db;
+        p->creator = t;
+    }
+    return KVFTS_OK;
+}
+
+/* Open database k of p's existing file, in a snapshot of its own
+ * (parts_mu held). */
+static int part_open(kv_txn *t, kv_part *p, int k, const char *file,
+                     kv_err *err)
+{
+    bdb_inst *in = t->inst;
+    DB *db = NULL;
+    int ret = db_create(&db, in->env, 0);
+    if (ret)
+        return kv_seterr(err, KVFTS_ERROR, "db_create: %s", db_strerror(ret));
+    db->set_pagesize(db, KV_PAGE);
+    DB_TXN *snap = NULL;
+    if (in->env->txn_begin(in->env, NULL, &snap, DB_TXN_SNAPSHOT) != 0)
+        snap = NULL;
+    ret = db->open(db, snap, file, sub_names[k], DB_BTREE,
+                   DB_MULTIVERSION | DB_THREAD | (snap ? 0 : DB_AUTO_COMMIT),
+                   0);
+    if (snap) {
+        int cret = ret ? snap->abort(snap) : snap->commit(snap, 0);
+        if (!ret)
+            ret = cret;
+    }
+    if (ret) {
+        db->close(db, 0);
+        if (ret == ENOENT) {
+            snprintf(tls_gone, sizeof tls_gone, "%s", file);
+            return kv_seterr(err, KV_RETRY, "segment file %s is gone "
+                             "(merged away after this snapshot began); "
+                             "retrying", file);
+        }
+        return kv__bdb_err(in, ret, err, file);
+    }
+    p->db[k] = db;
+    return KVFTS_OK;
+}
+
+/* The transaction's entry for partition id, taking a reference on the
+ * instance's kv_part (created if this process has none yet). */
+static int txn_part(kv_txn *t, uint32_t id, struct kv_tpart **out,
+                    kv_err *err)
+{
+    if (t->lastp && t->lastp->p->id == id) {
+        *out = t->lastp;
+        return KVFTS_OK;
+    }
+    for (size_t i = 0; i < t->nused; i++)
+        if (t->used[i].p->id == id) {
+            *out = t->lastp = &t->used[i];
+            return KVFTS_OK;
+        }
+    if (t->nused == t->usedcap) {
+        size_t ncap = t->usedcap ? t->usedcap * 2 : 8;
+        struct kv_tpart *v = kv_realloc(t->used, ncap * sizeof *v);
+        if (!v)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        t->used = v;
+        t->usedcap = ncap;
+    }
+    bdb_inst *in = t->inst;
+    pthread_mutex_lock(&in->parts_mu);
+    kv_part *p = NULL;
+    for (size_t i = 0; i < in->nparts && !p; i++)
+        if (in->parts[i]->id == id)
+            p = in->parts[i];
+    if (!p && in->nparts == in->partcap) {
+        size_t ncap = in->partcap ? in->partcap * 2 : 16;
+        kv_part **v = kv_realloc(in->parts, ncap * sizeof *v);
+        if (v) {
+            in->parts = v;
+            in->partcap = ncap;
+        }
+    }
+    if (!p && in->nparts < in->partcap && (p = kv_calloc(1, sizeof *p))) {
+        p->id = id;
+        in->parts[in->nparts++] = p;
+    }
+    if (p)
+        p->refs++;
+    pthread_mutex_unlock(&in->parts_mu);
+    if (!p)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    t->used[t->nused] = (struct kv_tpart){ p, { NULL, NULL } };
+    *out = t->lastp = &t->used[t->nused++];
+    return KVFTS_OK;
+}
+
+int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
+                   kv_err *err)
+{
+    struct kv_tpart *tp = NULL;
+    int rc = txn_part(t, id, &tp, err);
+    if (rc)
+        return rc;
+    int k = sub_of(s);
+    if (tp->db[k]) {
+        *out = tp->db[k];
+        return KVFTS_OK;
+    }
+    char file[32], path[4096];
+    part_file(file, sizeof file, id);
+    bdb_inst *in = t->inst;
+    pthread_mutex_lock(&in->parts_mu);
+    kv_part *p = tp->p;
+    if (!p->db[k]) {
+        rc = kv__path_join(path, sizeof path, in->sh->dir, file, err);
+        struct stat st;
+        bool exists = !rc && stat(path, &st) == 0;
+        if (rc) {
+            /* reported */
+        } else if (!exists && id == 0) {
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s is "
+                           "missing", in->sh->dir, file);
+        } else if (p->creator == t || (!exists && create && t->write)) {
+            rc = part_create(t, p, file, err);
+        } else if (exists) {
+            rc = part_open(t, p, k, file, err);
+        } else if (create) {
+            rc = kv_seterr(err, KVFTS_EINVAL, "%s: a read-only transaction "
+                           "cannot create segment file %s",
+                           kv_spaces[s].name, file);
+        } else {
+            snprintf(tls_gone, sizeof tls_gone, "%s", file);
+            rc = kv_seterr(err, KV_RETRY, "segment file %s is gone (merged "
+                           "away after this snapshot began); retrying", file);
+        }
+    }
+    if (!rc && p->creator && p->creator != t)
+        rc = kv_seterr(err, KVFTS_ERROR, "segment file %s is being created "
+                       "by another transaction", file);
+    if (!rc) {
+        tp->db[0] = p->db[0];
+        tp->db[1] = p->db[1];
+    }
+    pthread_mutex_unlock(&in->parts_mu);
+    if (!rc)
+        *out = tp->db[k];
+    return rc;
+}
+
+uint32_t kv__part_of(const void *key)
+{
+    uint32_t id = kv_get_be32(key);
+    return id & KV_PART_OWN ? id : 0;
+}
+
+int kv__part_db(kv_txn *t, kv_space s, const void *key, size_t klen,
+                bool create, DB **out, kv_err *err)
+{
+    if (klen < 4)
+        return kv_seterr(err, KVFTS_EINVAL, "%s: key of %zu bytes has no "
+                         "segment id", kv_spaces[s].name, klen);
+    return kv__part_db_id(t, s, kv__part_of(key), create, out, err);
+}
+
+void kv__parts_end(kv_txn *t, bool committed)
+{
+    if (!t->nused) {
+        kv_free(t->used);
+        return;
+    }
+    bdb_inst *in = t->inst;
+    pthread_mutex_lock(&in->parts_mu);
+    for (size_t i = 0; i < t->nused; i++) {
+        kv_part *p = t->used[i].p;
+        p->refs--;
+        if (p->creator != t)
+            continue;
+        p->creator = NULL;
+        if (committed)
+            continue;
+        /* The abort removed the file; its handles can only be closed. */
+        for (size_t j = 0; j < in->nparts; j++)
+            if (in->parts[j] == p) {
+                part_forget(in, j);
+                break;
+            }
+    }
+    pthread_mutex_unlock(&in->parts_mu);
+    kv_free(t->used);
+    t->used = NULL;
+    t->nused = t->usedcap = 0;
+    t->lastp = NULL;
+}
+
+void kv_parts_retain(kv_txn *t, const uint32_t *ids, size_t n)
+{
+    bdb_inst *in = t->inst;
+    pthread_mutex_lock(&in->parts_mu);
+    if (n == in->nkept && (!n || memcmp(ids, in->kept, n * sizeof *ids) == 0)) {
+        pthread_mutex_unlock(&in->parts_mu);
+        return;
+    }
+    uint32_t *v = n ? kv_malloc(n * sizeof *v) : NULL;
+    if (n && !v) {
+        pthread_mutex_unlock(&in->parts_mu);
+        return;            /* next time */
+    }
+    if (n)
+        memcpy(v, ids, n * sizeof *v);
+    kv_free(in->kept);
+    in->kept = v;
+    in->nkept = n;
+    for (size_t j = in->nparts; j-- > 0;) {
+        kv_part *p = in->parts[j];
+        if (p->refs || p->creator || p->id == 0)
+            continue;
+        bool listed = false;
+        for (size_t i = 0; i < n && !listed; i++)
+            listed = ids[i] == p->id;
+        if (!listed)
+            part_forget(in, j);
+    }
+    pthread_mutex_unlock(&in->parts_mu);
+}
+
+int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err)
+{
+    char file[32], path[4096];
+    part_file(file, sizeof file, 0);
+    int rc = kv__path_join(path, sizeof path, in->sh->dir, file, err);
+    struct stat st;
+    if (rc || stat(path, &st) == 0)
+        return rc;
+    if (!create)
+        return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s is "
+                         "missing", in->sh->dir, file);
+    for (int k = 0; k < 2 && !rc; k++) {
+        DB *db = NULL;
+        int ret = db_create(&db, in->env, 0);
+        if (ret)
+            return kv_seterr(err, KVFTS_ERROR, "db_create: %s",
+                             db_strerror(ret));
+        db->set_pagesize(db, KV_PAGE);
+        ret = db->open(db, NULL, file, sub_names[k], DB_BTREE,
+                       DB_CREATE | DB_AUTO_COMMIT | DB_MULTIVERSION |
+                       DB_THREAD, 0644);
+        if (ret)
+            rc = kv__bdb_err(in, ret, err, file);
+        db->close(db, 0);
+    }
+    return rc;
+}
+
+int kv__part_remove(bdb_inst *in, uint32_t id, kv_err *err)
+{
+    if (!(id & KV_PART_OWN))
+        return kv_seterr(err, KVFTS_EINVAL, "segment %u has no file of its "
+                         "own", id);
+    char file[32];
+    part_file(file, sizeof file, id);
+    pthread_mutex_lock(&in->parts_mu);
+    for (size_t j = 0; j < in->nparts; j++) {
+        kv_part *p = in->parts[j];
+        if (p->id != id)
+            continue;
+        if (p->refs || p->creator) {
+            pthread_mutex_unlock(&in->parts_mu);
+            return kv_seterr(err, KVFTS_EBUSY, "segment file %s is in use "
+                             "by a transaction", file);
+        }
+        part_forget(in, j);
+        break;
+    }
+    pthread_mutex_unlock(&in->parts_mu);
+    DB_TXN *tx = NULL;
+    int ret = in->env->txn_begin(in->env, NULL, &tx, DB_TXN_NOWAIT);
+    if (ret)
+        return kv__bdb_err(in, ret, err, "begin transaction");
+    ret = in->env->dbremove(in->env, tx, file, NULL, 0);
+    if (ret) {
+        tx->abort(tx);
+    } else {
+        ret = tx->commit(tx, 0);
+    }
+    if (ret == ENOENT)
+        return KVFTS_OK;        /* removed already */
+    if (ret == DB_LOCK_NOTGRANTED || ret == DB_LOCK_DEADLOCK)
+        return kv_seterr(err, KVFTS_EBUSY, "segment file %s is open in "
+                         "another process", file);
+    return kv__bdb_err(in, ret, err, file);
+}
