@@ -1,7 +1,8 @@
 /*
  * idx_codec.c -- the on-disk format of the inverted index, with its
  * encoders and bounds-checked decoders.  Index format 2 (database format
- * "kvfts 3"); this comment changes in the same commit as the format.
+ * "kvfts 4": segments in files of their own); this comment changes in the
+ * same commit as the format.
  *
  * Model.  One postings list per term, whatever the fields it occurs in,
  * as SQLite FTS5 keeps one doclist per term with column markers: a posting

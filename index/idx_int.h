@@ -23,7 +23,7 @@
 /** Spare bytes after every buffer StreamVByte decodes from or into. */
 #define IDX_SLACK 32
 /** A dictionary chunk is closed once it passes this many bytes: one
- *  overflow page of terms.db (4 KiB pages) holds it. */
+ *  overflow page of a segment's terms (4 KiB pages) holds it. */
 #define IDX_CHUNK_BYTES 4000
 /** A postings block record holds at most this many bytes (unless one
  *  document's postings are larger): Berkeley DB keeps records up to about

@@ -10,11 +10,13 @@
  *   DIR/keys.db       B-tree  user key            -> key record: doc id
  *   DIR/docs.db       B-tree  be32 internal id    -> doc record: CAS, key,
  *                                                    JSON (both in kv_doc.c)
- *   DIR/postings.db   B-tree  index/ owns: segments' postings blocks
- *   DIR/terms.db      B-tree  index/ owns: segments' term dictionaries
+ *   DIR/seg-XXXXXXXX.db  two B-trees, "terms" and "postings" (KV_TERMS,
+ *                     KV_POSTINGS): index/ owns the format; a large segment's
+ *                     file, or (seg-00000000.db) the small segments' shared
+ *                     one (kv_part.c)
  *   DIR/lookups.db    B-tree, sorted duplicates:  "NAME::VALUE" -> user key
  *   DIR/counters.db   B-tree  NAME                -> be64 two's complement
- *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 3"
+ *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 4"
  *   DIR/doclens.db    B-tree  index/ owns: be32 id -> field lengths
  *   DIR/DB_CONFIG     the environment's settings (the cache size chosen at
  *                     init), read by every process that opens it
@@ -111,7 +113,7 @@
 #define CHECKPOINT_KB 16384        /* checkpoint after this much log */
 #define MAX_RETRIES 50
 #define FORMAT_KEY "format"
-#define FORMAT_VAL "kvfts 3"
+#define FORMAT_VAL "kvfts 4"
 #define RESERVE_MB 32u             /* kept free for reopening, recovery */
 #define OPEN_MB 4u                 /* free space an open needs */
 #define FAILCHK_NS 1000000000ll    /* a survivor's failchk, at most this often */

@@ -367,7 +367,8 @@ void kv__parts_end(kv_txn *t, bool committed)
         if (committed)
             continue;
         /* The abort removed the file; its handles can only be closed. */
-        for (size_t j = 0; j < in->nparts; j++)
+        part_close_dbs(p);
+        for (size_t j = 0; j < in->nparts && !p->refs; j++)
             if (in->parts[j] == p) {
                 part_forget(in, j);
                 break;
