@@ -102,8 +102,9 @@ struct kv_txn {
     struct kv_tpart {
         kv_part *p;
         DB *db[2];
-    } *used, *lastp;
+    } *used, *lastp;             /* used: inline, or grown on the heap */
     size_t nused, usedcap;
+    struct kv_tpart inline_used[8];
 };
 
 /* How long a write transaction waits for a lock another holds, seconds:
@@ -118,8 +119,9 @@ struct kv_cursor {
     struct kv_pcur {
         uint32_t id;
         DBC *dbc;
-    } *pcs;
+    } *pcs;                      /* inline_pcs, or grown on the heap */
     size_t npcs, pccap;
+    struct kv_pcur inline_pcs[4];
     kv_space space;
     kv_buf key;
     kv_buf val;

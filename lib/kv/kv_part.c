@@ -246,13 +246,22 @@ static int txn_part(kv_txn *t, uint32_t id, struct kv_tpart **out,
             *out = t->lastp = &t->used[i];
             return KVFTS_OK;
         }
+    if (!t->used) {
+        t->used = t->inline_used;
+        t->usedcap = sizeof t->inline_used / sizeof t->inline_used[0];
+    }
     if (t->nused == t->usedcap) {
-        size_t ncap = t->usedcap ? t->usedcap * 2 : 8;
-        struct kv_tpart *v = kv_realloc(t->used, ncap * sizeof *v);
+        size_t ncap = t->usedcap * 2;
+        bool heap = t->used != t->inline_used;
+        struct kv_tpart *v = kv_realloc(heap ? t->used : NULL,
+                                        ncap * sizeof *v);
         if (!v)
             return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        if (!heap)
+            memcpy(v, t->inline_used, sizeof t->inline_used);
         t->used = v;
         t->usedcap = ncap;
+        t->lastp = NULL;       /* pointed into the old array */
     }
     bdb_inst *in = t->inst;
     pthread_mutex_lock(&in->parts_mu);
@@ -272,12 +281,18 @@ static int txn_part(kv_txn *t, uint32_t id, struct kv_tpart **out,
         p->id = id;
         in->parts[in->nparts++] = p;
     }
-    if (p)
+    DB *db0 = NULL, *db1 = NULL;
+    if (p) {
         p->refs++;
+        if (!p->creator) {     /* handles already open: no second lock */
+            db0 = p->db[0];
+            db1 = p->db[1];
+        }
+    }
     pthread_mutex_unlock(&in->parts_mu);
     if (!p)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    t->used[t->nused] = (struct kv_tpart){ p, { NULL, NULL } };
+    t->used[t->nused] = (struct kv_tpart){ p, { db0, db1 } };
     *out = t->lastp = &t->used[t->nused++];
     return KVFTS_OK;
 }
@@ -350,10 +365,19 @@ int kv__part_db(kv_txn *t, kv_space s, const void *key, size_t klen,
     return kv__part_db_id(t, s, kv__part_of(key), create, out, err);
 }
 
+static void used_free(kv_txn *t)
+{
+    if (t->used != t->inline_used)
+        kv_free(t->used);
+    t->used = NULL;
+    t->nused = t->usedcap = 0;
+    t->lastp = NULL;
+}
+
 void kv__parts_end(kv_txn *t, bool committed)
 {
     if (!t->nused) {
-        kv_free(t->used);
+        used_free(t);
         return;
     }
     bdb_inst *in = t->inst;
@@ -375,10 +399,7 @@ void kv__parts_end(kv_txn *t, bool committed)
             }
     }
     pthread_mutex_unlock(&in->parts_mu);
-    kv_free(t->used);
-    t->used = NULL;
-    t->nused = t->usedcap = 0;
-    t->lastp = NULL;
+    used_free(t);
 }
 
 void kv_parts_retain(kv_txn *t, const uint32_t *ids, size_t n)

@@ -252,7 +252,8 @@ void kv_cursor_close(kv_cursor *c)
     if (c->pcs) {
         for (size_t i = 0; i < c->npcs; i++)
             c->pcs[i].dbc->close(c->pcs[i].dbc);
-        kv_free(c->pcs);
+        if (c->pcs != c->inline_pcs)
+            kv_free(c->pcs);
     } else if (c->dbc) {
         c->dbc->close(c->dbc);
     }
@@ -282,11 +283,19 @@ static int cursor_bind(kv_cursor *c, const void *key, size_t klen,
     int rc = kv__part_db_id(c->txn, c->space, id, false, &db, err);
     if (rc)
         return rc;
+    if (!c->pcs) {
+        c->pcs = c->inline_pcs;
+        c->pccap = sizeof c->inline_pcs / sizeof c->inline_pcs[0];
+    }
     if (c->npcs == c->pccap) {
-        size_t ncap = c->pccap ? c->pccap * 2 : 4;
-        struct kv_pcur *v = kv_realloc(c->pcs, ncap * sizeof *v);
+        size_t ncap = c->pccap * 2;
+        bool heap = c->pcs != c->inline_pcs;
+        struct kv_pcur *v = kv_realloc(heap ? c->pcs : NULL,
+                                       ncap * sizeof *v);
         if (!v)
             return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        if (!heap)
+            memcpy(v, c->inline_pcs, sizeof c->inline_pcs);
         c->pcs = v;
         c->pccap = ncap;
     }
