@@ -1243,38 +1243,15 @@ static int dropq_add(kv_txn *txn, const uint32_t *add, uint32_t nadd,
     return rc;
 }
 
-/* Delete every record of segment seg in space s (a small segment: one
- * that shares its file). */
-static int seg_delete_space(kv_txn *txn, kv_space s, uint32_t seg,
-                            kv_err *err)
-{
-    unsigned char pfx[4];
-    kv_put_be32(pfx, seg);
-    kv_cursor *c = NULL;
-    int rc = kv_cursor_open(&c, txn, s, err);
-    if (!rc)
-        rc = kv_cursor_seek(c, pfx, 4, err);
-    while (rc == KVFTS_OK) {
-        const char *k;
-        size_t kl;
-        kv_cursor_key(c, &k, &kl);
-        if (kl < 4 || memcmp(k, pfx, 4) != 0)
-            break;
-        rc = kv_cursor_del(c, err);
-        if (!rc)
-            rc = kv_cursor_next(c, err);
-    }
-    kv_cursor_close(c);
-    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
-}
-
 int idx_seg_remove(kv_txn *txn, uint32_t seg, kv_err *err)
 {
     if (seg & KV_PART_OWN)
         return dropq_add(txn, &seg, 1, err);
-    int rc = seg_delete_space(txn, KV_POSTINGS, seg, err);
+    unsigned char pfx[4];     /* a small one shares its file */
+    kv_put_be32(pfx, seg);
+    int rc = kv_del_prefix(txn, KV_POSTINGS, pfx, 4, err);
     if (!rc)
-        rc = seg_delete_space(txn, KV_TERMS, seg, err);
+        rc = kv_del_prefix(txn, KV_TERMS, pfx, 4, err);
     return rc;
 }
 

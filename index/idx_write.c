@@ -764,28 +764,6 @@ done:
 
 /* ---- clearing ------------------------------------------------------------- */
 
-static int clear_space(kv_txn *txn, kv_space s, const char *prefix,
-                       size_t plen, kv_err *err)
-{
-    kv_cursor *c = NULL;
-    int rc = kv_cursor_open(&c, txn, s, err);
-    if (rc)
-        return rc;
-    rc = kv_cursor_seek(c, prefix, plen, err);
-    while (rc == KVFTS_OK) {
-        const char *k;
-        size_t kl;
-        kv_cursor_key(c, &k, &kl);
-        if (kl < plen || memcmp(k, prefix, plen) != 0)
-            break;
-        rc = kv_cursor_del(c, err);
-        if (!rc)
-            rc = kv_cursor_next(c, err);
-    }
-    kv_cursor_close(c);
-    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
-}
-
 int idx_clear(kv_txn *txn, kv_err *err)
 {
     /* Every segment goes (large ones' files after the commit). */
@@ -798,9 +776,9 @@ int idx_clear(kv_txn *txn, kv_err *err)
     if (!rc)
         rc = idx_merge_cancel(txn, err);
     if (!rc)
-        rc = clear_space(txn, KV_DOCLENS, "", 0, err);
+        rc = kv_del_prefix(txn, KV_DOCLENS, "", 0, err);
     if (!rc)
-        rc = clear_space(txn, KV_META, IDX_FIELD_PREFIX,
+        rc = kv_del_prefix(txn, KV_META, IDX_FIELD_PREFIX,
                          strlen(IDX_FIELD_PREFIX), err);
     const char *gone[] = { "seq::field", IDX_SEGS_KEY };
     for (size_t i = 0; !rc && i < 2; i++) {

@@ -169,6 +169,44 @@ int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what)
     }
 }
 
+int kv__db_open(DB_ENV *env, DB *db, const char *file, const char *sub,
+                bool exists)
+{
+    DB_TXN *snap = NULL;
+    if (exists && env->txn_begin(env, NULL, &snap, DB_TXN_SNAPSHOT) != 0)
+        snap = NULL;
+    u_int32_t flags = DB_MULTIVERSION | DB_THREAD |
+                      (exists ? 0 : DB_CREATE) | (snap ? 0 : DB_AUTO_COMMIT);
+    int ret = db->open(db, snap, file, sub, DB_BTREE, flags, 0644);
+    if (snap) {
+        int cret = ret ? snap->abort(snap) : snap->commit(snap, 0);
+        if (!ret)
+            ret = cret;
+    }
+    return ret;
+}
+
+bool kv__grow_inline(void **arr, void *inline_arr, size_t ninline, size_t n,
+                     size_t *cap, size_t size)
+{
+    if (!*arr) {
+        *arr = inline_arr;
+        *cap = ninline;
+    }
+    if (n < *cap)
+        return true;
+    size_t ncap = *cap * 2;
+    bool heap = *arr != inline_arr;
+    void *v = kv_realloc(heap ? *arr : NULL, ncap * size);
+    if (!v)
+        return false;
+    if (!heap)
+        memcpy(v, inline_arr, *cap * size);
+    *arr = v;
+    *cap = ncap;
+    return true;
+}
+
 int kv__path_join(char *out, size_t cap, const char *dir, const char *file,
                      kv_err *err)
 {

@@ -660,18 +660,7 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
         return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s is "
                          "missing", dir, kv_spaces[s].file);
     }
-    DB_TXN *snap = NULL;
-    if (exists &&
-        in->env->txn_begin(in->env, NULL, &snap, DB_TXN_SNAPSHOT) != 0)
-        snap = NULL;
-    u_int32_t flags = DB_MULTIVERSION | DB_THREAD |
-                      (exists ? 0 : DB_CREATE) | (snap ? 0 : DB_AUTO_COMMIT);
-    ret = db->open(db, snap, kv_spaces[s].file, NULL, DB_BTREE, flags, 0644);
-    if (snap) {
-        int cret = ret ? snap->abort(snap) : snap->commit(snap, 0);
-        if (!ret)
-            ret = cret;
-    }
+    ret = kv__db_open(in->env, db, kv_spaces[s].file, NULL, exists);
     if (ret) {
         db->close(db, 0);
         if (ret == ENOENT)

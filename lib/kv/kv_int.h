@@ -151,6 +151,17 @@ void kv__bdb_msgs_clear(void);
 void kv__inst_mark_dead(bdb_inst *in);
 int kv__path_join(char *out, size_t cap, const char *dir, const char *file,
                   kv_err *err);
+/** Open (B-tree, MVCC, free-threaded) database @p sub of @p file: an
+ *  existing one inside a snapshot transaction of its own, so that opening
+ *  never waits for a writer holding its root page; a missing one is
+ *  created (auto-commit).  A Berkeley DB return code. */
+int kv__db_open(DB_ENV *env, DB *db, const char *file, const char *sub,
+                bool exists);
+/** Room for element @p n of *@p arr, an array that starts as @p inline_arr
+ *  (@p ninline elements of @p size bytes) and moves to the heap, doubling,
+ *  once that is full; *@p cap is its capacity.  False without memory. */
+bool kv__grow_inline(void **arr, void *inline_arr, size_t ninline, size_t n,
+                     size_t *cap, size_t size);
 
 /* kv_part.c: the partitioned spaces (KV_TERMS, KV_POSTINGS). */
 bool kv__parted(kv_space s);

@@ -207,17 +207,7 @@ static int part_open(kv_txn *t, kv_part *p, int k, const char *file,
     if (ret)
         return kv_seterr(err, KVFTS_ERROR, "db_create: %s", db_strerror(ret));
     db->set_pagesize(db, KV_PAGE);
-    DB_TXN *snap = NULL;
-    if (in->env->txn_begin(in->env, NULL, &snap, DB_TXN_SNAPSHOT) != 0)
-        snap = NULL;
-    ret = db->open(db, snap, file, sub_names[k], DB_BTREE,
-                   DB_MULTIVERSION | DB_THREAD | (snap ? 0 : DB_AUTO_COMMIT),
-                   0);
-    if (snap) {
-        int cret = ret ? snap->abort(snap) : snap->commit(snap, 0);
-        if (!ret)
-            ret = cret;
-    }
+    ret = kv__db_open(in->env, db, file, sub_names[k], true);
     if (ret) {
         db->close(db, 0);
         if (ret == ENOENT) {
@@ -246,23 +236,14 @@ static int txn_part(kv_txn *t, uint32_t id, struct kv_tpart **out,
             *out = t->lastp = &t->used[i];
             return KVFTS_OK;
         }
-    if (!t->used) {
-        t->used = t->inline_used;
-        t->usedcap = sizeof t->inline_used / sizeof t->inline_used[0];
-    }
-    if (t->nused == t->usedcap) {
-        size_t ncap = t->usedcap * 2;
-        bool heap = t->used != t->inline_used;
-        struct kv_tpart *v = kv_realloc(heap ? t->used : NULL,
-                                        ncap * sizeof *v);
-        if (!v)
-            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-        if (!heap)
-            memcpy(v, t->inline_used, sizeof t->inline_used);
-        t->used = v;
-        t->usedcap = ncap;
-        t->lastp = NULL;       /* pointed into the old array */
-    }
+    void *arr = t->used;
+    if (!kv__grow_inline(&arr, t->inline_used,
+                         sizeof t->inline_used / sizeof t->inline_used[0],
+                         t->nused, &t->usedcap, sizeof *t->used))
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    if (arr != t->used)
+        t->lastp = NULL;       /* it pointed into the old array */
+    t->used = arr;
     bdb_inst *in = t->inst;
     pthread_mutex_lock(&in->parts_mu);
     kv_part *p = NULL;
@@ -451,9 +432,7 @@ int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err)
             return kv_seterr(err, KVFTS_ERROR, "db_create: %s",
                              db_strerror(ret));
         db->set_pagesize(db, KV_PAGE);
-        ret = db->open(db, NULL, file, sub_names[k], DB_BTREE,
-                       DB_CREATE | DB_AUTO_COMMIT | DB_MULTIVERSION |
-                       DB_THREAD, 0644);
+        ret = kv__db_open(in->env, db, file, sub_names[k], false);
         if (ret)
             rc = kv__bdb_err(in, ret, err, file);
         db->close(db, 0);

@@ -154,6 +154,27 @@ int kv_del_pair(kv_txn *t, kv_space s, const void *key, size_t klen,
     return rc;
 }
 
+int kv_del_prefix(kv_txn *t, kv_space s, const void *prefix, size_t plen,
+                  kv_err *err)
+{
+    kv_cursor *c = NULL;
+    int rc = kv_cursor_open(&c, t, s, err);
+    if (!rc)
+        rc = kv_cursor_seek(c, prefix, plen, err);
+    while (rc == KVFTS_OK) {
+        const char *k;
+        size_t kl;
+        kv_cursor_key(c, &k, &kl);
+        if (kl < plen || memcmp(k, prefix, plen) != 0)
+            break;
+        rc = kv_cursor_del(c, err);
+        if (!rc)
+            rc = kv_cursor_next(c, err);
+    }
+    kv_cursor_close(c);
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
 /* Walk the records from the first key >= from (flen 4: a segment's
  * first). */
 static int walk_from(kv_txn *t, kv_space s, const void *from, size_t flen,
@@ -283,22 +304,12 @@ static int cursor_bind(kv_cursor *c, const void *key, size_t klen,
     int rc = kv__part_db_id(c->txn, c->space, id, false, &db, err);
     if (rc)
         return rc;
-    if (!c->pcs) {
-        c->pcs = c->inline_pcs;
-        c->pccap = sizeof c->inline_pcs / sizeof c->inline_pcs[0];
-    }
-    if (c->npcs == c->pccap) {
-        size_t ncap = c->pccap * 2;
-        bool heap = c->pcs != c->inline_pcs;
-        struct kv_pcur *v = kv_realloc(heap ? c->pcs : NULL,
-                                       ncap * sizeof *v);
-        if (!v)
-            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-        if (!heap)
-            memcpy(v, c->inline_pcs, sizeof c->inline_pcs);
-        c->pcs = v;
-        c->pccap = ncap;
-    }
+    void *arr = c->pcs;
+    if (!kv__grow_inline(&arr, c->inline_pcs,
+                         sizeof c->inline_pcs / sizeof c->inline_pcs[0],
+                         c->npcs, &c->pccap, sizeof *c->pcs))
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    c->pcs = arr;
     DBC *dbc = NULL;
     int ret = db->cursor(db, c->txn->txn, &dbc, 0);
     if (ret)

@@ -260,6 +260,10 @@ int kv_put(kv_txn *txn, kv_space space, const void *key, size_t klen,
 /** Delete key (all its duplicates).  @return KVFTS_OK or KVFTS_ENOTFOUND. */
 int kv_del(kv_txn *txn, kv_space space, const void *key, size_t klen,
            kv_err *err);
+/** Delete every record whose key begins with @p prefix (plen 0: all of
+ *  the space; a partitioned space needs the 4-byte segment id). */
+int kv_del_prefix(kv_txn *txn, kv_space space, const void *prefix,
+                  size_t plen, kv_err *err);
 /** KV_LOOKUPS only: delete the one pair key -> val. */
 int kv_del_pair(kv_txn *txn, kv_space space, const void *key, size_t klen,
                 const void *val, size_t vlen, kv_err *err);
