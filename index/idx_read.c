@@ -309,20 +309,13 @@ static int seg_find(idx_reader *r, uint32_t si, const char *term,
         rc = r->c ? KVFTS_OK : kv_cursor_open(&r->c, r->txn, KV_TERMS, err);
         if (!rc)
             rc = idx_key_chunk(&r->key, seg, term, tlen, err);
-        if (!rc)
-            rc = kv_cursor_seek(r->c, r->key.data, r->key.len, err);
+        if (!rc)   /* the chunk holding term: the last one from before it */
+            rc = kv_cursor_seek_floor(r->c, r->key.data, r->key.len, err);
         const char *k, *v;
         size_t kl, vl;
         unsigned char pfx[5];
         kv_put_be32(pfx, seg);
         pfx[4] = 'D';
-        if (rc == KVFTS_OK) {
-            kv_cursor_key(r->c, &k, &kl);
-            if (kl != r->key.len || memcmp(k, r->key.data, kl) != 0)
-                rc = kv_cursor_prev(r->c, err);
-        } else if (rc == KVFTS_ITEROVER) {
-            rc = kv_cursor_last(r->c, err);
-        }
         if (rc == KVFTS_ITEROVER)
             return KVFTS_OK;
         if (rc)
@@ -1262,28 +1255,19 @@ static int dict_open(dict_walk *d, kv_txn *txn, uint32_t seg, uint32_t rank,
     if (!rc)
         rc = idx_key_chunk(&key, seg, from, flen, err);
     if (!rc)
-        rc = kv_cursor_seek(d->c, key.data, key.len, err);
-    bool exact = false;
+        rc = kv_cursor_seek_floor(d->c, key.data, key.len, err);
     if (rc == KVFTS_OK) {
+        /* the chunk holding from, or the segment's first one after it */
         const char *k;
         size_t kl;
+        unsigned char pfx[5];
+        kv_put_be32(pfx, seg);
+        pfx[4] = 'D';
         kv_cursor_key(d->c, &k, &kl);
-        exact = kl == key.len && memcmp(k, key.data, kl) == 0;
-        if (!exact) {
-            rc = kv_cursor_prev(d->c, err);
-            unsigned char pfx[5];
-            kv_put_be32(pfx, seg);
-            pfx[4] = 'D';
-            if (rc == KVFTS_OK) {
-                kv_cursor_key(d->c, &k, &kl);
-                if (kl < 5 || memcmp(k, pfx, 5) != 0)   /* before: go back */
-                    rc = kv_cursor_next(d->c, err);
-            } else if (rc == KVFTS_ITEROVER) {
-                rc = kv_cursor_seek(d->c, key.data, key.len, err);
-            }
-        }
-    } else if (rc == KVFTS_ITEROVER) {
-        rc = kv_cursor_last(d->c, err);
+        if (kl < 5 || memcmp(k, pfx, 5) < 0)
+            rc = kv_cursor_next(d->c, err);
+    } else if (rc == KVFTS_ITEROVER) {   /* nothing before from */
+        rc = kv_cursor_seek(d->c, key.data, key.len, err);
     }
     kv_buf_free(&key);
     if (rc && rc != KVFTS_ITEROVER)

@@ -323,8 +323,8 @@ static int cursor_bind(kv_cursor *c, const void *key, size_t klen,
  * does not move when that happens).  For DB_SET/DB_SET_RANGE the search key
  * is skey: it is copied into c->key before every attempt, because a failed
  * DB_SET_RANGE may already have written the key it found there. */
-static int cursor_get(kv_cursor *c, u_int32_t flag, const void *skey,
-                      size_t sklen, kv_err *err)
+static int cursor_get_v(kv_cursor *c, u_int32_t flag, const void *skey,
+                        size_t sklen, bool key_only, kv_err *err)
 {
     if (skey) {                  /* skey may point into c->key itself */
         kv_buf_reset(&c->skey);
@@ -347,6 +347,10 @@ static int cursor_get(kv_cursor *c, u_int32_t flag, const void *skey,
         DBT k, v;
         dbt_user(&k, &c->key);
         dbt_user(&v, &c->val);
+        if (key_only) {        /* no byte of the value (nor its pages) */
+            v.flags |= DB_DBT_PARTIAL;
+            v.doff = v.dlen = 0;
+        }
         if (skey)
             k.size = (u_int32_t)c->key.len;
         int ret = c->dbc->get(c->dbc, &k, &v, flag);
@@ -376,6 +380,26 @@ static int cursor_get(kv_cursor *c, u_int32_t flag, const void *skey,
         c->val.data[v.size] = '\0';
         return KVFTS_OK;
     }
+}
+
+static int cursor_get(kv_cursor *c, u_int32_t flag, const void *skey,
+                      size_t sklen, kv_err *err)
+{
+    return cursor_get_v(c, flag, skey, sklen, false, err);
+}
+
+int kv_cursor_seek_floor(kv_cursor *c, const void *key, size_t klen,
+                         kv_err *err)
+{
+    /* The key >= key without its value; then the record wanted. */
+    int rc = cursor_get_v(c, DB_SET_RANGE, key, klen, true, err);
+    if (rc == KVFTS_ITEROVER)
+        return cursor_get(c, DB_LAST, NULL, 0, err);
+    if (rc)
+        return rc;
+    bool exact = c->key.len == c->skey.len &&
+                 memcmp(c->key.data, c->skey.data, c->key.len) == 0;
+    return cursor_get(c, exact ? DB_CURRENT : DB_PREV, NULL, 0, err);
 }
 
 int kv_cursor_seek(kv_cursor *c, const void *key, size_t klen, kv_err *err)

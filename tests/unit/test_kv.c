@@ -519,6 +519,30 @@ static void test_segment_files(void **state)
     assert_memory_equal(k, key, 6);
     assert_int_equal(kv_cursor_prev(c, &err), 0);
     assert_int_equal(kv_cursor_prev(c, &err), KVFTS_ITEROVER);
+    /* The last key <= a key, with its value: exact, between, after the
+     * last, before the first (none). */
+    static const struct {
+        const char *at, *key, *val;
+    } floors[] = { { "k2", "k2", "v2" }, { "k1x", "k1", "v1" },
+                   { "zz", "k2", "v2" }, { "a", NULL, NULL } };
+    for (size_t i = 0; i < 4; i++) {
+        seg_key(key, b, floors[i].at);
+        int rc = kv_cursor_seek_floor(c, key, 4 + strlen(floors[i].at),
+                                      &err);
+        if (!floors[i].key) {
+            assert_int_equal(rc, KVFTS_ITEROVER);
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        const char *cv;
+        size_t cvl;
+        kv_cursor_key(c, &k, &kl);
+        kv_cursor_val(c, &cv, &cvl);
+        assert_int_equal(kl, 6);
+        assert_memory_equal(k + 4, floors[i].key, 2);
+        assert_int_equal(cvl, 2);
+        assert_memory_equal(cv, floors[i].val, 2);
+    }
     kv_cursor_close(c);
     uint64_t cnt;
     assert_int_equal(kv_count(t, KV_TERMS, &cnt, &err), 0);

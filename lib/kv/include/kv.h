@@ -305,6 +305,12 @@ void kv_cursor_close(kv_cursor *c);
 /** Position at the first key >= key (klen 0: the first key).
  *  @return KVFTS_OK, KVFTS_ITEROVER, KV_RETRY, KVFTS_ERROR. */
 int kv_cursor_seek(kv_cursor *c, const void *key, size_t klen, kv_err *err);
+/** Position at the last key <= key (KVFTS_ITEROVER if none), reading
+ *  the value of that record only (not of the next one, as a seek then a
+ *  prev would).  A partitioned cursor goes no further back than the start
+ *  of the key's file, and no further on than its end. */
+int kv_cursor_seek_floor(kv_cursor *c, const void *key, size_t klen,
+                         kv_err *err);
 /** Position at the next record. */
 int kv_cursor_next(kv_cursor *c, kv_err *err);
 /** Position at the first duplicate of exactly @p key. */
