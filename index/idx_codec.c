@@ -1140,11 +1140,11 @@ int idx_segs_read(idx_segs *s, kv_txn *txn, bool for_update, kv_err *err)
          * listed, so that their removal can proceed. */
         uint32_t stack[64];
         uint32_t *ids = s->n <= 64 ? stack : kv_malloc(s->n * sizeof *ids);
-        if (ids) {          /* without memory: next time */
-            for (uint32_t i = 0; i < s->n; i++)
-                ids[i] = s->v[i].id;
-            kv_parts_retain(txn, ids, s->n);
-        }
+        if (!ids)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        for (uint32_t i = 0; i < s->n; i++)
+            ids[i] = s->v[i].id;
+        kv_parts_retain(txn, ids, s->n);
         if (ids != stack)
             kv_free(ids);
     }

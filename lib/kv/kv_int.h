@@ -51,8 +51,8 @@ typedef struct bdb_inst {
     pthread_mutex_t parts_mu;
     kv_part **parts;
     size_t nparts, partcap;
-    uint32_t *kept;              /* the last list kv_parts_retain() got */
-    size_t nkept;
+    uint64_t kept;               /* hash of the last list kv_parts_retain() got */
+    bool kept_set;
 } bdb_inst;
 
 /* A directory open in this process, shared by its handles. */
