@@ -1165,8 +1165,8 @@ int idx_segs_write(const idx_segs *s, kv_txn *txn, kv_err *err)
 /* ---- segments to remove (meta.db "dropq") -------------------------------- */
 
 /* version 1 | varint count | varint ids */
-static int dropq_read(kv_txn *txn, bool for_update, uint32_t **ids,
-                      uint32_t *n, kv_err *err)
+int idx_dropq_read(kv_txn *txn, bool for_update, uint32_t **ids,
+                   uint32_t *n, kv_err *err)
 {
     *ids = NULL;
     *n = 0;
@@ -1227,7 +1227,7 @@ static int dropq_add(kv_txn *txn, const uint32_t *add, uint32_t nadd,
                      kv_err *err)
 {
     uint32_t *ids, n;
-    int rc = dropq_read(txn, true, &ids, &n, err);
+    int rc = idx_dropq_read(txn, true, &ids, &n, err);
     uint32_t *all = NULL;
     if (!rc && !(all = kv_calloc((size_t)n + nadd + 1, sizeof *all)))
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
@@ -1263,14 +1263,14 @@ static int sweep_read(kv_txn *txn, void *payload, kv_err *err)
 {
     sweep *w = payload;
     kv_free(w->ids);
-    return dropq_read(txn, false, &w->ids, &w->n, err);
+    return idx_dropq_read(txn, false, &w->ids, &w->n, err);
 }
 
 static int sweep_forget(kv_txn *txn, void *payload, kv_err *err)
 {
     const sweep *gone = payload;
     uint32_t *ids, n, k = 0;
-    int rc = dropq_read(txn, true, &ids, &n, err);
+    int rc = idx_dropq_read(txn, true, &ids, &n, err);
     for (uint32_t i = 0; !rc && i < n; i++) {
         bool g = false;
         for (uint32_t j = 0; j < gone->n && !g; j++)

@@ -729,6 +729,24 @@ int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
     return rc;
 }
 
+int idx_merge_output(kv_txn *txn, uint32_t *out, bool *have, kv_err *err)
+{
+    mstate m;
+    memset(&m, 0, sizeof m);
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_get(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), &v,
+                    false, err);
+    *have = rc == KVFTS_OK;
+    if (rc == KVFTS_ENOTFOUND)
+        rc = KVFTS_OK;
+    else if (!rc)
+        rc = mstate_decode(&m, v.data, v.len, err);
+    *out = m.out;
+    kv_buf_free(&v);
+    mstate_free(&m);
+    return rc;
+}
+
 int idx_merge_cancel(kv_txn *txn, kv_err *err)
 {
     mstate m;

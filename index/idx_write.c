@@ -766,15 +766,31 @@ done:
 
 int idx_clear(kv_txn *txn, kv_err *err)
 {
-    /* Every segment goes (large ones' files after the commit). */
+    /* Every segment goes (large ones' files after the commit), and so
+     * does any file that belongs to none (kvfts check reports them). */
     idx_segs s;
     memset(&s, 0, sizeof s);
+    uint32_t *files = NULL;
+    size_t nfiles = 0;
+    uint64_t last = 0;
     int rc = idx_segs_read(&s, txn, true, err);
     for (uint32_t i = 0; !rc && i < s.n; i++)
         rc = idx_seg_remove(txn, s.v[i].id, err);
-    idx_segs_free(&s);
     if (!rc)
         rc = idx_merge_cancel(txn, err);
+    if (!rc)
+        rc = kv_seq_get(txn, IDX_SEG_SEQ, false, &last, err);
+    if (!rc)
+        rc = kv_parts_list(txn, &files, &nfiles, err);
+    for (size_t i = 0; !rc && i < nfiles; i++) {
+        bool listed = files[i] == 0 || (files[i] & ~KV_PART_OWN) > last;
+        for (uint32_t j = 0; !listed && j < s.n; j++)
+            listed = s.v[j].id == files[i];
+        if (!listed)
+            rc = idx_seg_remove(txn, files[i], err);
+    }
+    kv_free(files);
+    idx_segs_free(&s);
     if (!rc)
         rc = kv_del_prefix(txn, KV_DOCLENS, "", 0, err);
     if (!rc)

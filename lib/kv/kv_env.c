@@ -1445,9 +1445,9 @@ int kv_part_remove(kv_env *e, uint32_t id, kv_err *err)
     return rc;
 }
 
-int kv_parts_list(kv_env *e, uint32_t **ids, size_t *n, kv_err *err)
+int kv_parts_list(kv_txn *t, uint32_t **ids, size_t *n, kv_err *err)
 {
-    return kv__parts_list(e->dir, ids, n, err);
+    return kv__parts_list(t->env->dir, ids, n, err);
 }
 
 /* ---- transactions ------------------------------------------------------ */

@@ -716,6 +716,41 @@ check "seg-00000000.db is not created again" \
 # count that, for these commands only.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
+# row 58b: a large segment's own file missing, or a file left over that
+# belongs to no segment: check names each (exit 6), a search names the
+# missing one, reindex makes the index whole again.  (Two batches of 2,000
+# documents of 120 words each make two segments with files of their own;
+# optimize merges them into a third and removes their files.)
+row 58b "a segment's file missing or left over"
+new_db segs
+awk 'BEGIN { srand(7); for (i = 1; i <= 4000; i++) { s = "";
+    for (j = 0; j < 120; j++) s = s " w" int(rand() * 200000);
+    printf "{\"id\":\"s%d\",\"t\":\"%s\"}\n", i, s } }' >"$T_DIR/segs.jsonl"
+expect_exit 0 kv load "$T_DIR/segs.jsonl" --id-field id --batch 2000 --quiet
+check "two segments, each a file" [ -e "$T_DIR/segs/seg-80000001.db" -a \
+    -e "$T_DIR/segs/seg-80000002.db" ]
+expect_exit 0 kv optimize
+check "the merged segments' files are gone" \
+    [ ! -e "$T_DIR/segs/seg-80000001.db" -a ! -e "$T_DIR/segs/seg-80000002.db" ]
+check "the merge's output is a file" [ -e "$T_DIR/segs/seg-80000003.db" ]
+cp "$T_DIR/segs/seg-80000003.db" "$T_DIR/segs/seg-80000001.db"
+expect_exit 6 kv check
+expect_stdout_contains 'file seg-80000001.db belongs to no segment'
+expect_exit 0 kv reindex
+expect_exit 0 kv check
+check "reindex removed the left-over file" [ ! -e "$T_DIR/segs/seg-80000001.db" ]
+seg=$(cd "$T_DIR/segs" && ls seg-8*.db | head -n 1)
+rm -f "$T_DIR/segs/$seg"
+expect_exit 6 kv check
+expect_stdout_contains "its file $seg is missing"
+bad 6 "segment file $seg is missing (the segment list names it)" \
+    kv search w17
+expect_exit 0 kv get s1
+expect_exit 0 kv reindex
+expect_exit 0 kv search w17 --count
+expect_exit 0 kv check
+export KVFTS_DB=$MAIN
+
 # row 59: a damaged page in the segments' file
 row 59 "a damaged page in seg-00000000.db"
 copy_src dpost

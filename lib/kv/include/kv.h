@@ -281,8 +281,10 @@ int kv_del_pair(kv_txn *txn, kv_space space, const void *key, size_t klen,
  *  handle of any process uses it (try again later), KVFTS_OK if it is
  *  gone (or was). */
 int kv_part_remove(kv_env *env, uint32_t id, kv_err *err);
-/** The segment files present, in id order (kv_free() *ids). */
-int kv_parts_list(kv_env *env, uint32_t **ids, size_t *n, kv_err *err);
+/** The segment files present in @p txn's directory, in id order (0: the
+ *  shared one; kv_free() *ids).  The directory as it is now, not as of
+ *  the transaction's snapshot. */
+int kv_parts_list(kv_txn *txn, uint32_t **ids, size_t *n, kv_err *err);
 /** The segments listed now are @p ids: close this process's idle handles
  *  of every other segment file, so that a merge can remove it. */
 void kv_parts_retain(kv_txn *txn, const uint32_t *ids, size_t n);
