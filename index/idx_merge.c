@@ -123,11 +123,12 @@ bad:
                      len);
 }
 
-static int mstate_read(mstate *m, kv_txn *txn, bool *have, kv_err *err)
+static int mstate_read(mstate *m, kv_txn *txn, bool for_update, bool *have,
+                       kv_err *err)
 {
     kv_buf v = KV_BUF_INIT;
     int rc = kv_get(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), &v,
-                    true, err);
+                    for_update, err);
     *have = rc == KVFTS_OK;
     if (rc == KVFTS_ENOTFOUND)
         rc = KVFTS_OK;
@@ -667,7 +668,7 @@ int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
     bool have;
     idx_segs segs;
     memset(&segs, 0, sizeof segs);
-    int rc = mstate_read(&m, txn, &have, err);
+    int rc = mstate_read(&m, txn, true, &have, err);
     if (!rc && !have) {
         /* Start one, if the policy (or `all`) asks for it. */
         rc = idx_segs_read(&segs, txn, true, err);
@@ -733,16 +734,8 @@ int idx_merge_output(kv_txn *txn, uint32_t *out, bool *have, kv_err *err)
 {
     mstate m;
     memset(&m, 0, sizeof m);
-    kv_buf v = KV_BUF_INIT;
-    int rc = kv_get(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), &v,
-                    false, err);
-    *have = rc == KVFTS_OK;
-    if (rc == KVFTS_ENOTFOUND)
-        rc = KVFTS_OK;
-    else if (!rc)
-        rc = mstate_decode(&m, v.data, v.len, err);
+    int rc = mstate_read(&m, txn, false, have, err);
     *out = m.out;
-    kv_buf_free(&v);
     mstate_free(&m);
     return rc;
 }
@@ -752,7 +745,7 @@ int idx_merge_cancel(kv_txn *txn, kv_err *err)
     mstate m;
     memset(&m, 0, sizeof m);
     bool have;
-    int rc = mstate_read(&m, txn, &have, err);
+    int rc = mstate_read(&m, txn, true, &have, err);
     if (!rc && have)
         rc = idx_seg_remove(txn, m.out, err);
     if (!rc && have)
