@@ -413,55 +413,35 @@ static int check_fields(checker *ck)
     return rc;
 }
 
-static bool id_in(const uint32_t *ids, size_t n, uint32_t id)
-{
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] == id)
-            return true;
-    return false;
-}
-
 /* Every large segment listed has its file; every segment file present is
  * listed, a merge's output under way, or waiting to be removed. */
 static int check_files(checker *ck)
 {
     idx_segs s;
     memset(&s, 0, sizeof s);
-    uint32_t *files = NULL, *drop = NULL, ndrop = 0, out = 0;
+    uint32_t *files = NULL;
     size_t nfiles = 0;
-    bool merging = false;
     int rc = idx_segs_read(&s, ck->txn, false, ck->err);
     if (!rc)
         rc = kv_parts_list(ck->txn, &files, &nfiles, ck->err);
-    if (!rc)
-        rc = idx_dropq_read(ck->txn, false, &drop, &ndrop, ck->err);
-    if (!rc)
-        rc = idx_merge_output(ck->txn, &out, &merging, ck->err);
-    /* A file made after this snapshot (a flush or merge under way in
-     * another process) has a later id: not judged. */
-    uint64_t last = 0;
-    if (!rc)
-        rc = kv_seq_get(ck->txn, IDX_SEG_SEQ, false, &last, ck->err);
-    for (uint32_t i = 0; !rc && i < s.n; i++)
-        if ((s.v[i].id & KV_PART_OWN) && !id_in(files, nfiles, s.v[i].id)) {
+    for (uint32_t i = 0; !rc && i < s.n; i++) {
+        bool there = !(s.v[i].id & KV_PART_OWN);
+        for (size_t j = 0; !there && j < nfiles; j++)
+            there = files[j] == s.v[i].id;
+        if (!there) {
             ck->missing = true;
             rc = differ(ck, "segment %u: its file seg-%08x.db is missing",
                         s.v[i].id & ~KV_PART_OWN, s.v[i].id);
         }
-    for (size_t i = 0; !rc && i < nfiles; i++) {
-        uint32_t id = files[i];
-        bool known = id == 0 || (id & ~KV_PART_OWN) > last ||
-                     id_in(drop, ndrop, id) || (merging && id == out);
-        for (uint32_t j = 0; !known && j < s.n; j++)
-            known = s.v[j].id == id;
-        if (!known)
-            rc = differ(ck, "file seg-%08x.db belongs to no segment (not "
-                        "listed, not a merge's output, not waiting for "
-                        "removal)", id);
     }
+    if (!rc)
+        rc = idx_seg_strays(ck->txn, &s, files, &nfiles, ck->err);
+    for (size_t i = 0; !rc && i < nfiles; i++)
+        rc = differ(ck, "file seg-%08x.db belongs to no segment (not "
+                    "listed, not a merge's output, not waiting for "
+                    "removal)", files[i]);
     idx_segs_free(&s);
     kv_free(files);
-    kv_free(drop);
     return rc;
 }
 
@@ -527,6 +507,27 @@ static int check_lengths(checker *ck)
     return rc;
 }
 
+/* The index against a fresh analysis of every stored document. */
+static int check_index(checker *ck, const char *config_json, size_t len)
+{
+    int rc = idx_shard_new(&ck->sh, config_json, len, ck->err);
+    if (!rc)
+        rc = kv_doc_scan(ck->txn, analyze_doc, ck, ck->err);
+    if (!rc)
+        rc = map_fields(ck);
+    if (!rc)
+        rc = idx_reader_open(&ck->r, ck->txn, ck->err);
+    if (!rc)
+        rc = check_terms(ck);
+    if (!rc)
+        rc = check_extra_terms(ck);
+    if (!rc)
+        rc = check_fields(ck);
+    if (!rc)
+        rc = check_lengths(ck);
+    return rc;
+}
+
 int idx_check(kv_txn *txn, const char *config_json, size_t len,
               idx_report_fn report, void *payload, uint64_t *differences,
               kv_err *err)
@@ -545,23 +546,8 @@ int idx_check(kv_txn *txn, const char *config_json, size_t len,
     /* Without a segment's file the index cannot be read: that is the
      * answer (reading it would fail, and be retried, for a file that will
      * not come back). */
-    bool missing = ck.found > 0 && ck.missing;
-    if (!rc && !missing)
-        rc = idx_shard_new(&ck.sh, config_json, len, err);
-    if (!rc && !missing)
-        rc = kv_doc_scan(txn, analyze_doc, &ck, err);
-    if (!rc && !missing)
-        rc = map_fields(&ck);
-    if (!rc && !missing)
-        rc = idx_reader_open(&ck.r, txn, err);
-    if (!rc && !missing)
-        rc = check_terms(&ck);
-    if (!rc && !missing)
-        rc = check_extra_terms(&ck);
-    if (!rc && !missing)
-        rc = check_fields(&ck);
-    if (!rc && !missing)
-        rc = check_lengths(&ck);
+    if (!rc && !ck.missing)
+        rc = check_index(&ck, config_json, len);
     *differences = ck.found;
     idx_reader_close(ck.r);
     idx_shard_free(ck.sh);

@@ -285,9 +285,12 @@ int idx_seg_remove(kv_txn *txn, uint32_t seg, kv_err *err);
 /** Give up a merge under way (idx_merge.c): its output's file is put on
  *  the list of those to remove. */
 int idx_merge_cancel(kv_txn *txn, kv_err *err);
-/** The output segment of a merge under way (idx_merge.c); *@p have false
- *  if none. */
-int idx_merge_output(kv_txn *txn, uint32_t *out, bool *have, kv_err *err);
+/** Keep, of the segment files @p files (*@p n of them, kv_parts_list()),
+ *  those that belong to no segment: not listed in @p s, not a merge's
+ *  output under way, not waiting for removal, and made before @p txn's
+ *  snapshot (idx_merge.c).  *@p n becomes their number. */
+int idx_seg_strays(kv_txn *txn, const idx_segs *s, uint32_t *files,
+                   size_t *n, kv_err *err);
 /** The segments whose files are still to be removed (meta "dropq";
  *  kv_free() *@p ids). */
 int idx_dropq_read(kv_txn *txn, bool for_update, uint32_t **ids,

@@ -730,12 +730,35 @@ int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
     return rc;
 }
 
-int idx_merge_output(kv_txn *txn, uint32_t *out, bool *have, kv_err *err)
+int idx_seg_strays(kv_txn *txn, const idx_segs *s, uint32_t *files,
+                   size_t *n, kv_err *err)
 {
     mstate m;
     memset(&m, 0, sizeof m);
-    int rc = mstate_read(&m, txn, false, have, err);
-    *out = m.out;
+    uint32_t *drop = NULL, ndrop = 0;
+    uint64_t last = 0;
+    bool merging;
+    int rc = mstate_read(&m, txn, false, &merging, err);
+    if (!rc)
+        rc = idx_dropq_read(txn, false, &drop, &ndrop, err);
+    /* A file made after this snapshot (a flush or a merge under way in
+     * another process) has a later id: it is nobody's stray. */
+    if (!rc)
+        rc = kv_seq_get(txn, IDX_SEG_SEQ, false, &last, err);
+    size_t k = 0;
+    for (size_t i = 0; !rc && i < *n; i++) {
+        uint32_t id = files[i];
+        bool known = id == 0 || (id & ~KV_PART_OWN) > last ||
+                     (merging && id == m.out);
+        for (uint32_t j = 0; !known && j < ndrop; j++)
+            known = drop[j] == id;
+        for (uint32_t j = 0; !known && j < s->n; j++)
+            known = s->v[j].id == id;
+        if (!known)
+            files[k++] = id;
+    }
+    *n = rc ? 0 : k;
+    kv_free(drop);
     mstate_free(&m);
     return rc;
 }
@@ -759,32 +782,26 @@ int idx_merge_stats_get(kv_txn *txn, idx_merge_stats *out, kv_err *err)
     memset(out, 0, sizeof *out);
     idx_segs s;
     memset(&s, 0, sizeof s);
-    int rc = idx_segs_read(&s, txn, false, err);
+    uint32_t *drop = NULL;
+    int rc = idx_dropq_read(txn, false, &drop, &out->dropping, err);
+    kv_free(drop);
+    if (!rc)
+        rc = idx_segs_read(&s, txn, false, err);
     if (!rc) {
         out->segments = s.n;
         for (uint32_t i = 0; i < s.n; i++)
             out->bytes += s.v[i].bytes;
     }
     idx_segs_free(&s);
-    kv_buf v = KV_BUF_INIT;
-    if (!rc) {
-        rc = kv_get(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), &v,
-                    false, err);
-        if (rc == KVFTS_ENOTFOUND) {
-            rc = KVFTS_OK;
-        } else if (!rc) {
-            mstate m;
-            memset(&m, 0, sizeof m);
-            rc = mstate_decode(&m, v.data, v.len, err);
-            if (!rc) {
-                out->merging = true;
-                out->inputs = m.nin;
-                out->total = m.total;
-                out->done = m.done;
-            }
-            mstate_free(&m);
-        }
+    mstate m;
+    memset(&m, 0, sizeof m);
+    if (!rc)
+        rc = mstate_read(&m, txn, false, &out->merging, err);
+    if (!rc && out->merging) {
+        out->inputs = m.nin;
+        out->total = m.total;
+        out->done = m.done;
     }
-    kv_buf_free(&v);
+    mstate_free(&m);
     return rc;
 }

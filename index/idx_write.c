@@ -771,24 +771,18 @@ int idx_clear(kv_txn *txn, kv_err *err)
     idx_segs s;
     memset(&s, 0, sizeof s);
     uint32_t *files = NULL;
-    size_t nfiles = 0;
-    uint64_t last = 0;
+    size_t nstray = 0;
     int rc = idx_segs_read(&s, txn, true, err);
+    if (!rc)
+        rc = kv_parts_list(txn, &files, &nstray, err);
+    if (!rc)
+        rc = idx_seg_strays(txn, &s, files, &nstray, err);
     for (uint32_t i = 0; !rc && i < s.n; i++)
         rc = idx_seg_remove(txn, s.v[i].id, err);
+    for (size_t i = 0; !rc && i < nstray; i++)
+        rc = idx_seg_remove(txn, files[i], err);
     if (!rc)
         rc = idx_merge_cancel(txn, err);
-    if (!rc)
-        rc = kv_seq_get(txn, IDX_SEG_SEQ, false, &last, err);
-    if (!rc)
-        rc = kv_parts_list(txn, &files, &nfiles, err);
-    for (size_t i = 0; !rc && i < nfiles; i++) {
-        bool listed = files[i] == 0 || (files[i] & ~KV_PART_OWN) > last;
-        for (uint32_t j = 0; !listed && j < s.n; j++)
-            listed = s.v[j].id == files[i];
-        if (!listed)
-            rc = idx_seg_remove(txn, files[i], err);
-    }
     kv_free(files);
     idx_segs_free(&s);
     if (!rc)

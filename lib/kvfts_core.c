@@ -212,7 +212,7 @@ int api_merge_step(kvfts_db *db, bool all, uint64_t bytes, int *more,
 {
     merge_req m = { all, bytes, 0, { 0 } };
     int rc = kv_txn_run(db->env, true, merge_fn, &m, err);
-    if (!rc)
+    if (!rc && m.st.dropping)   /* no extra transaction when none wait */
         rc = api_drop_sweep(db, err);
     *more = m.more;
     if (st)

@@ -126,6 +126,7 @@ typedef struct idx_merge_stats {
     bool merging;          /* a merge is under way (resumable) */
     uint32_t inputs;       /* its input segments */
     uint64_t done, total;  /* its progress, input bytes */
+    uint32_t dropping;     /* segment files waiting for idx_drop_sweep() */
 } idx_merge_stats;
 
 /** One bounded step of merge work in @p txn: start a merge the policy

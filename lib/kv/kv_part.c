@@ -139,6 +139,24 @@ int kv__parts_list(const char *dir, uint32_t **ids, size_t *n, kv_err *err)
 
 /* ---- the instance's handles --------------------------------------------- */
 
+/* A new database handle of a segment file (its pages are KV_PAGE). */
+static int db_new(DB_ENV *env, DB **out, kv_err *err)
+{
+    int ret = db_create(out, env, 0);
+    if (ret)
+        return kv_seterr(err, KVFTS_ERROR, "db_create: %s", db_strerror(ret));
+    (*out)->set_pagesize(*out, KV_PAGE);
+    return KVFTS_OK;
+}
+
+/* A snapshot named segment file @p file, which is not there (any more). */
+static int gone(const char *file, kv_err *err)
+{
+    snprintf(tls_gone, sizeof tls_gone, "%s", file);
+    return kv_seterr(err, KV_RETRY, "segment file %s is gone (merged away "
+                     "after this snapshot began); retrying", file);
+}
+
 static void part_close_dbs(kv_part *p)
 {
     for (int k = 0; k < 2; k++)
@@ -177,13 +195,11 @@ static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
         if (p->db[k])
             continue;
         DB *db = NULL;
-        int ret = db_create(&db, t->inst->env, 0);
-        if (ret)
-            return kv_seterr(err, KVFTS_ERROR, "db_create: %s",
-                             db_strerror(ret));
-        db->set_pagesize(db, KV_PAGE);
-        ret = db->open(db, t->txn, file, sub_names[k], DB_BTREE,
-                       DB_CREATE | DB_MULTIVERSION | DB_THREAD, 0644);
+        int rc = db_new(t->inst->env, &db, err);
+        if (rc)
+            return rc;
+        int ret = db->open(db, t->txn, file, sub_names[k], DB_BTREE,
+                           DB_CREATE | DB_MULTIVERSION | DB_THREAD, 0644);
         if (ret) {
             db->close(db, 0);
             return kv__bdb_err(t->inst, ret, err, file);
@@ -201,20 +217,14 @@ static int part_open(kv_txn *t, kv_part *p, int k, const char *file,
 {
     bdb_inst *in = t->inst;
     DB *db = NULL;
-    int ret = db_create(&db, in->env, 0);
-    if (ret)
-        return kv_seterr(err, KVFTS_ERROR, "db_create: %s", db_strerror(ret));
-    db->set_pagesize(db, KV_PAGE);
-    ret = kv__db_open(in->env, db, file, sub_names[k], true);
+    int rc = db_new(in->env, &db, err);
+    if (rc)
+        return rc;
+    int ret = kv__db_open(in->env, db, file, sub_names[k], true);
     if (ret) {
         db->close(db, 0);
-        if (ret == ENOENT) {
-            snprintf(tls_gone, sizeof tls_gone, "%s", file);
-            return kv_seterr(err, KV_RETRY, "segment file %s is gone "
-                             "(merged away after this snapshot began); "
-                             "retrying", file);
-        }
-        return kv__bdb_err(in, ret, err, file);
+        return ret == ENOENT ? gone(file, err)
+                             : kv__bdb_err(in, ret, err, file);
     }
     p->db[k] = db;
     return KVFTS_OK;
@@ -289,7 +299,7 @@ int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
         return KVFTS_OK;
     }
     char file[32], path[4096];
-    part_file(file, sizeof file, id);
+    part_file(file, sizeof file, id);   /* not on the path above */
     bdb_inst *in = t->inst;
     pthread_mutex_lock(&in->parts_mu);
     kv_part *p = tp->p;
@@ -311,9 +321,7 @@ int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
                            "cannot create segment file %s",
                            kv_spaces[s].name, file);
         } else {
-            snprintf(tls_gone, sizeof tls_gone, "%s", file);
-            rc = kv_seterr(err, KV_RETRY, "segment file %s is gone (merged "
-                           "away after this snapshot began); retrying", file);
+            rc = gone(file, err);
         }
     }
     if (!rc && p->creator && p->creator != t)
@@ -423,12 +431,9 @@ int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err)
                          "missing", in->sh->dir, file);
     for (int k = 0; k < 2 && !rc; k++) {
         DB *db = NULL;
-        int ret = db_create(&db, in->env, 0);
-        if (ret)
-            return kv_seterr(err, KVFTS_ERROR, "db_create: %s",
-                             db_strerror(ret));
-        db->set_pagesize(db, KV_PAGE);
-        ret = kv__db_open(in->env, db, file, sub_names[k], false);
+        if ((rc = db_new(in->env, &db, err)))
+            return rc;
+        int ret = kv__db_open(in->env, db, file, sub_names[k], false);
         if (ret)
             rc = kv__bdb_err(in, ret, err, file);
         db->close(db, 0);

@@ -208,10 +208,9 @@ int kv_walk(kv_txn *t, kv_space s, kv_walk_fn fn, void *payload,
     for (size_t i = 0; !rc && i < n; i++) {
         unsigned char key[4];
         kv_put_be32(key, ids[i]);
+        /* a file removed since the listing is KV_RETRY: kv_txn_run()
+         * walks a newer snapshot */
         rc = walk_from(t, s, key, 4, fn, payload, err);
-        /* a file removed since the listing: not in this snapshot either */
-        if (rc == KV_RETRY)
-            rc = KVFTS_OK;
     }
     kv_free(ids);
     return rc;
