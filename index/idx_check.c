@@ -402,7 +402,8 @@ static int check_fields(checker *ck)
         uint32_t l;
         const char *name = idx_shard_field(ck->sh, lf, &l);
         uint64_t docs, total;
-        rc = idx_field_stats(ck->txn, name, l, &docs, &total, ck->err);
+        rc = idx_field_stats(ck->txn, name, l, &docs, &total, NULL,
+                             ck->err);
         if (!rc && (docs != (uint64_t)dd[lf] || total != (uint64_t)dl[lf]))
             rc = differ(ck, "field '%.*s': statistics say %llu documents "
                         "and %llu terms, the documents %lld and %lld",

@@ -46,6 +46,7 @@ struct idx_reader {
     kv_buf key;
     idx_chunk_it it;
     struct segcache *cache; /* per segment (index in segs): its last chunk */
+    idx_dict_cache *dict;  /* the handle's chunks, if it lent them */
     /* field ids looked up */
     strtab fnames;
     uint32_t *fid;         /* per fnames id: the field id (0: none) */
@@ -75,6 +76,100 @@ static void segcache_free(segcache *c)
     kv_buf_free(&c->rec);
     kv_buf_free(&c->terms);
     kv_free(c->v);
+}
+
+/* A handle's decoded dictionary chunks, kept across its searches: a
+ * segment never changes once listed (its id is never used again), so a
+ * chunk read once answers later lookups of its terms without Berkeley DB.
+ * Per segment, the chunks sorted by first term; a chunk answers for the
+ * terms from its first to hi (its last, raised to any term a floor seek
+ * found in the gap after it: such a term is in no chunk). */
+typedef struct dchunk {
+    segcache c;
+    kv_buf hi;
+} dchunk;
+
+typedef struct dseg {
+    uint32_t id;
+    uint32_t n, cap;
+    dchunk **v;
+} dseg;
+
+struct idx_dict_cache {
+    dseg *segs;
+    uint32_t n, cap;
+    size_t bytes, max;
+};
+
+static size_t dchunk_bytes(const dchunk *d)
+{
+    return sizeof *d + d->c.rec.cap + d->c.terms.cap + d->hi.cap +
+           (size_t)d->c.cap * sizeof(cent);
+}
+
+static void dchunk_free(dchunk *d)
+{
+    if (!d)
+        return;
+    segcache_free(&d->c);
+    kv_buf_free(&d->hi);
+    kv_free(d);
+}
+
+static void dseg_clear(dseg *s)
+{
+    for (uint32_t i = 0; i < s->n; i++)
+        dchunk_free(s->v[i]);
+    s->n = 0;
+}
+
+int idx_dict_cache_new(idx_dict_cache **out, size_t max_bytes, kv_err *err)
+{
+    *out = kv_calloc(1, sizeof **out);
+    if (!*out)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    (*out)->max = max_bytes;
+    return KVFTS_OK;
+}
+
+void idx_dict_cache_free(idx_dict_cache *d)
+{
+    if (!d)
+        return;
+    for (uint32_t i = 0; i < d->n; i++) {
+        dseg_clear(&d->segs[i]);
+        kv_free(d->segs[i].v);
+    }
+    kv_free(d->segs);
+    kv_free(d);
+}
+
+size_t idx_dict_cache_bytes(const idx_dict_cache *d)
+{
+    return d ? d->bytes : 0;
+}
+
+void idx_reader_use_dict(idx_reader *r, idx_dict_cache *d)
+{
+    r->dict = d;
+    if (!d)
+        return;
+    /* Forget the segments this snapshot no longer lists (merged away). */
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < d->n; i++) {
+        bool listed = false;
+        for (uint32_t j = 0; !listed && j < r->segs.n; j++)
+            listed = r->segs.v[j].id == d->segs[i].id;
+        if (listed) {
+            d->segs[k++] = d->segs[i];
+            continue;
+        }
+        for (uint32_t j = 0; j < d->segs[i].n; j++)
+            d->bytes -= dchunk_bytes(d->segs[i].v[j]);
+        dseg_clear(&d->segs[i]);
+        kv_free(d->segs[i].v);
+    }
+    d->n = k;
 }
 
 kv_txn *idx_reader_txn(const idx_reader *r)
@@ -290,51 +385,11 @@ static int chunk_find(idx_reader *r, const char *v, size_t vl,
     return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
 }
 
-/* Find term in the segment at index si of the reader's list: *found, the
- * entry decoded into e, its ordinal, and the entry's bytes copied into rec
- * (e points into it). */
-static int seg_find(idx_reader *r, uint32_t si, const char *term,
-                    size_t tlen, idx_entry *e, kv_buf *rec, uint32_t *ord,
-                    bool *found, kv_err *err)
+/* The entry of term in decoded chunk c, if it holds it. */
+static int cache_find(const segcache *c, const char *term, size_t tlen,
+                      idx_entry *e, kv_buf *rec, uint32_t *ord, bool *found,
+                      kv_err *err)
 {
-    *found = false;
-    if (!r->cache && !(r->cache = kv_calloc(r->segs.n ? r->segs.n : 1,
-                                            sizeof *r->cache)))
-        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    segcache *c = &r->cache[si];
-    uint32_t seg = r->segs.v[si].id;
-    int rc = KVFTS_OK;
-    if (!c->n || cent_cmp(c, 0, term, tlen) > 0 ||
-        cent_cmp(c, c->n - 1, term, tlen) < 0) {
-        rc = r->c ? KVFTS_OK : kv_cursor_open(&r->c, r->txn, KV_TERMS, err);
-        if (!rc)
-            rc = idx_key_chunk(&r->key, seg, term, tlen, err);
-        if (!rc)   /* the chunk holding term: the last one from before it */
-            rc = kv_cursor_seek_floor(r->c, r->key.data, r->key.len, err);
-        const char *k, *v;
-        size_t kl, vl;
-        unsigned char pfx[5];
-        kv_put_be32(pfx, seg);
-        pfx[4] = 'D';
-        if (rc == KVFTS_ITEROVER)
-            return KVFTS_OK;
-        if (rc)
-            return rc;
-        kv_cursor_key(r->c, &k, &kl);
-        if (kl < 5 || memcmp(k, pfx, 5) != 0)
-            return KVFTS_OK;    /* before the segment's first chunk */
-        kv_cursor_val(r->c, &v, &vl);
-        if (!c->read) {
-            /* The segment's first lookup (a query's one term): walk the
-             * chunk to the term, without copying and indexing it.  Only a
-             * second lookup caches a chunk. */
-            c->read = true;
-            return chunk_find(r, v, vl, term, tlen, e, rec, ord, found,
-                              err);
-        }
-        if ((rc = segcache_fill(r, c, v, vl, err)))
-            return rc;
-    }
     uint32_t lo = 0, hi = c->n;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
@@ -347,6 +402,163 @@ static int seg_find(idx_reader *r, uint32_t si, const char *term,
         return KVFTS_OK;
     return entry_found(c->rec.data + c->v[lo].boff, c->v[lo].blen,
                        c->v[lo].ord, e, rec, ord, found, err);
+}
+
+/* Position the reader's dictionary cursor on the chunk of segment seg that
+ * would hold term (the last one from before it): *at false if the term
+ * comes before the segment's first chunk. */
+static int chunk_seek(idx_reader *r, uint32_t seg, const char *term,
+                      size_t tlen, bool *at, kv_err *err)
+{
+    *at = false;
+    int rc = r->c ? KVFTS_OK : kv_cursor_open(&r->c, r->txn, KV_TERMS, err);
+    if (!rc)
+        rc = idx_key_chunk(&r->key, seg, term, tlen, err);
+    if (!rc)
+        rc = kv_cursor_seek_floor(r->c, r->key.data, r->key.len, err);
+    if (rc == KVFTS_ITEROVER)
+        return KVFTS_OK;
+    if (rc)
+        return rc;
+    const char *k;
+    size_t kl;
+    unsigned char pfx[5];
+    kv_put_be32(pfx, seg);
+    pfx[4] = 'D';
+    kv_cursor_key(r->c, &k, &kl);
+    *at = kl >= 5 && memcmp(k, pfx, 5) == 0;
+    return KVFTS_OK;
+}
+
+static dseg *dict_seg(idx_dict_cache *d, uint32_t id, kv_err *err)
+{
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->segs[i].id == id)
+            return &d->segs[i];
+    if (idx__grow(&d->segs, &d->cap, (uint64_t)d->n + 1, sizeof *d->segs,
+                  err))
+        return NULL;
+    dseg *s = &d->segs[d->n++];
+    memset(s, 0, sizeof *s);
+    s->id = id;
+    return s;
+}
+
+/* Index of the last chunk of s whose first term is <= term; s->n if none. */
+static uint32_t dseg_floor(const dseg *s, const char *term, size_t tlen)
+{
+    uint32_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (cent_cmp(&s->v[mid]->c, 0, term, tlen) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? lo - 1 : s->n;
+}
+
+/* seg_find through the handle's cache. */
+static int dict_find(idx_reader *r, uint32_t si, const char *term,
+                     size_t tlen, idx_entry *e, kv_buf *rec, uint32_t *ord,
+                     bool *found, kv_err *err)
+{
+    idx_dict_cache *d = r->dict;
+    dseg *s = dict_seg(d, r->segs.v[si].id, err);
+    if (!s)
+        return err->code;
+    uint32_t i = dseg_floor(s, term, tlen);
+    dchunk *c = i < s->n ? s->v[i] : NULL;
+    if (c && idx__bytes_cmp(term, tlen, c->hi.data, c->hi.len) <= 0)
+        return cache_find(&c->c, term, tlen, e, rec, ord, found, err);
+    bool at;
+    int rc = chunk_seek(r, s->id, term, tlen, &at, err);
+    if (rc || !at)
+        return rc;
+    const char *k, *v;
+    size_t kl, vl;
+    kv_cursor_key(r->c, &k, &kl);
+    kv_cursor_val(r->c, &v, &vl);
+    if (!c || cent_cmp(&c->c, 0, k + 5, kl - 5) != 0) {
+        /* A chunk not cached yet: decode it, in its place. */
+        dchunk *n = kv_calloc(1, sizeof *n);
+        if (!n)
+            return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        rc = segcache_fill(r, &n->c, v, vl, err);
+        if (!rc && n->c.n == 0)
+            rc = kv_seterr(err, KVFTS_ECORRUPT, "empty dictionary chunk");
+        if (!rc)
+            rc = kv_buf_append(&n->hi, n->c.terms.data +
+                               n->c.v[n->c.n - 1].toff,
+                               n->c.v[n->c.n - 1].tlen, err);
+        if (!rc)
+            rc = idx__grow(&s->v, &s->cap, (uint64_t)s->n + 1, sizeof *s->v,
+                           err);
+        if (rc) {
+            dchunk_free(n);
+            return rc;
+        }
+        size_t b = dchunk_bytes(n);
+        if (d->bytes + b > d->max) {       /* full: start again */
+            for (uint32_t j = 0; j < d->n; j++)
+                dseg_clear(&d->segs[j]);
+            d->bytes = 0;
+            i = 0;
+        }
+        /* The floor seek's chunk starts after cached chunk i (if any), at
+         * or before the term, so before chunk i + 1. */
+        uint32_t at_i = i < s->n ? i + 1 : 0;
+        memmove(s->v + at_i + 1, s->v + at_i, (s->n - at_i) * sizeof *s->v);
+        s->v[at_i] = n;
+        s->n++;
+        d->bytes += b;
+        c = n;
+    }
+    if (idx__bytes_cmp(term, tlen, c->hi.data, c->hi.len) > 0) {
+        kv_buf_reset(&c->hi);            /* a term in the gap after c */
+        if ((rc = kv_buf_append(&c->hi, term, tlen, err)))
+            return rc;
+    }
+    return cache_find(&c->c, term, tlen, e, rec, ord, found, err);
+}
+
+/* Find term in the segment at index si of the reader's list: *found, the
+ * entry decoded into e, its ordinal, and the entry's bytes copied into rec
+ * (e points into it). */
+static int seg_find(idx_reader *r, uint32_t si, const char *term,
+                    size_t tlen, idx_entry *e, kv_buf *rec, uint32_t *ord,
+                    bool *found, kv_err *err)
+{
+    *found = false;
+    if (r->dict)
+        return dict_find(r, si, term, tlen, e, rec, ord, found, err);
+    if (!r->cache && !(r->cache = kv_calloc(r->segs.n ? r->segs.n : 1,
+                                            sizeof *r->cache)))
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    segcache *c = &r->cache[si];
+    uint32_t seg = r->segs.v[si].id;
+    int rc = KVFTS_OK;
+    if (!c->n || cent_cmp(c, 0, term, tlen) > 0 ||
+        cent_cmp(c, c->n - 1, term, tlen) < 0) {
+        bool at;
+        rc = chunk_seek(r, seg, term, tlen, &at, err);
+        if (rc || !at)
+            return rc;
+        const char *v;
+        size_t vl;
+        kv_cursor_val(r->c, &v, &vl);
+        if (!c->read) {
+            /* The segment's first lookup (a query's one term): walk the
+             * chunk to the term, without copying and indexing it.  Only a
+             * second lookup caches a chunk. */
+            c->read = true;
+            return chunk_find(r, v, vl, term, tlen, e, rec, ord, found,
+                              err);
+        }
+        if ((rc = segcache_fill(r, c, v, vl, err)))
+            return rc;
+    }
+    return cache_find(c, term, tlen, e, rec, ord, found, err);
 }
 
 /* Postings and deletions of entry e in selection s. */
@@ -1723,17 +1935,21 @@ int idx_seg_walk_postings(idx_seg_walk *w, idx_plist *l, kv_err *err)
 }
 
 int idx_field_stats(kv_txn *txn, const char *field, size_t flen,
-                    uint64_t *docs, uint64_t *total_len, kv_err *err)
+                    uint64_t *docs, uint64_t *total_len, uint32_t *id,
+                    kv_err *err)
 {
     idx_field f;
     int rc = field_rec(txn, field, flen, &f, err);
     if (rc == KVFTS_ENOTFOUND) {
-        *docs = *total_len = 0;
-        return KVFTS_OK;
+        f.docs = f.total_len = 0;
+        f.id = 0;
+        rc = KVFTS_OK;
     }
     if (!rc) {
         *docs = f.docs;
         *total_len = f.total_len;
+        if (id)
+            *id = f.id;
     }
     return rc;
 }

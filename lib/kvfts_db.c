@@ -54,6 +54,7 @@ void kvfts_close(kvfts_db *db)
     kv_lookup_vals_free(&db->new_lv);
     idx_writer_free(db->iw);
     idx_lens_cache_free(db->lens);
+    idx_dict_cache_free(db->dict);
     tok_analysis_free(db->an);
     kv_free(db);
 }

@@ -29,6 +29,7 @@ struct kvfts_db {
     tok_analysis *an;        /* the config's analysis */
     idx_writer *iw;          /* keeps the index in step with writes */
     idx_lens_cache *lens;    /* length columns for ranking, or NULL */
+    idx_dict_cache *dict;    /* dictionary chunks searches read, or NULL */
 };
 
 /* Results of a multi-get: offsets into one arena while being built, turned
@@ -56,6 +57,8 @@ int api_config_json(const char **json, size_t *len, kvfts_db *db);
 /** Load the stored config into db if it changed (rebuilding the analysis and
  *  index writer), inside txn. */
 int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err);
+/** Bytes of dictionary chunks a handle keeps for its searches. */
+#define API_DICT_CACHE_BYTES (8u * 1024u * 1024u)
 /** Index bytes one merge step writes at most (its transaction's size). */
 #define API_MERGE_STEP_BYTES (8u * 1024u * 1024u)
 /** The step of kvfts_optimize() and of the merging after a batch:

@@ -114,6 +114,10 @@ static int search_fn(kv_txn *txn, void *payload, kv_err *err)
     if (!rc && !o->count_only && !q->db->lens)   /* none: rank without */
         (void)idx_lens_cache_new(&q->db->lens, &(kv_err)KV_ERR_INIT);
     ro.lens = q->db->lens;
+    if (!rc && !q->db->dict)      /* none: each search reads its own */
+        (void)idx_dict_cache_new(&q->db->dict, API_DICT_CACHE_BYTES,
+                                 &(kv_err)KV_ERR_INIT);
+    ro.dict = q->db->dict;
     ro.mem_limit = o->mem_limit;
     ro.time_limit_ms = o->time_limit_ms;
     ro.exact = o->exact;

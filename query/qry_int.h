@@ -86,6 +86,8 @@ void qry_iter_free(qry_iter *it);           /* NULL: no-op */
  *  spent after: its count method, else a walk. */
 int qry_iter_count(qry_iter *it, uint64_t *n, kv_err *err);
 
+/** Find terms through the handle's dictionary cache @p d. */
+void qry_ctx_dict(qry_ctx *cx, idx_dict_cache *d);
 /** Rank with the length columns of @p c (idx_lens_cache) for the fields of
  *  @p cx: those already cached, and the others too when the query may
  *  match @p est documents, a good part of a field's. */

@@ -91,6 +91,11 @@ int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err)
     return rc;
 }
 
+void qry_ctx_dict(qry_ctx *cx, idx_dict_cache *d)
+{
+    idx_reader_use_dict(cx->r, d);
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -149,11 +154,10 @@ static int ctx_field(qry_ctx *cx, const char *name, size_t len, size_t *idx,
     qry_field *f = &cx->fields[cx->nfields];
     memset(f, 0, sizeof *f);
     uint64_t total = 0;
+    /* Counting needs neither statistics nor the id (lengths). */
     int rc = cx->unscored ? KVFTS_OK
                           : idx_field_stats(cx->txn, name, len, &f->docs,
-                                            &total, err);
-    if (!rc)
-        rc = idx_field_id(cx->txn, name, len, &f->id, err);
+                                            &total, &f->id, err);
     if (rc)
         return rc;
     f->avgdl = f->docs ? (double)total / (double)f->docs : 0.0;

@@ -172,6 +172,16 @@ typedef struct idx_reader idx_reader;
 int idx_reader_open(idx_reader **out, kv_txn *txn, kv_err *err);
 void idx_reader_close(idx_reader *r);         /* NULL: no-op */
 kv_txn *idx_reader_txn(const idx_reader *r);
+/** A handle's decoded dictionary chunks, kept across its searches (the
+ *  segments they come from never change), up to @p max_bytes; one thread
+ *  at a time, as the handle. */
+typedef struct idx_dict_cache idx_dict_cache;
+int idx_dict_cache_new(idx_dict_cache **out, size_t max_bytes, kv_err *err);
+void idx_dict_cache_free(idx_dict_cache *d);          /* NULL: no-op */
+size_t idx_dict_cache_bytes(const idx_dict_cache *d);  /* held now */
+/** Let @p r find terms through @p d (NULL: a cache of its own, per
+ *  reader); drops from @p d the segments r's snapshot no longer lists. */
+void idx_reader_use_dict(idx_reader *r, idx_dict_cache *d);
 /** The largest doc id any posting of the snapshot has (0: none). */
 uint32_t idx_reader_max_docid(const idx_reader *r);
 
@@ -258,9 +268,12 @@ int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
                         const char *prefix, size_t plen, uint32_t max_terms,
                         idx_posting_fn fn, void *payload, kv_err *err);
 
-/** Statistics of a field for BM25: documents having it, sum of lengths. */
+/** Statistics of a field for BM25: documents having it, sum of lengths;
+ *  and its id as idx_field_id() gives it, if @p id is not NULL (one read
+ *  for both). */
 int idx_field_stats(kv_txn *txn, const char *field, size_t flen,
-                    uint64_t *docs, uint64_t *total_len, kv_err *err);
+                    uint64_t *docs, uint64_t *total_len, uint32_t *id,
+                    kv_err *err);
 /** The id of field @p field in the length records; 0 if it was never
  *  indexed.  Look it up once, then use idx_doc_len() per document. */
 int idx_field_id(kv_txn *txn, const char *field, size_t flen, uint32_t *id,

@@ -99,6 +99,7 @@ typedef struct qry_run_options {
     size_t k;             /* keep the best k hits; 0 = every hit */
     bool count_only;      /* count matches; no scoring, no hits */
     idx_lens_cache *lens; /* the handle's length columns, or NULL */
+    idx_dict_cache *dict; /* the handle's dictionary chunks, or NULL */
     /* Resource bounds (README "Query syntax", "Huge prefixes").  Reaching
      * one stops the work it bounds; the answer is what was found so far,
      * flagged partial, or KVFTS_ELIMIT when exact is set. */

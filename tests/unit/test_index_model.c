@@ -192,6 +192,11 @@ typedef struct model {
     uint64_t rebuilds_merging;    /* a merge then under way */
     uint64_t rebuilds_kept;       /* committed: the run goes on from it */
     uint64_t rebuilds_left_merging;  /* committed in the middle of a merge */
+    /* A handle's dictionary cache, kept across the run's committed
+     * snapshots (every other check reads through it); small, so that it
+     * fills and starts again. */
+    idx_dict_cache *dict;
+    uint64_t dict_checks, dict_full_seen;
 } model;
 
 static void random_parts(model *m, dparts *p)
@@ -1037,8 +1042,10 @@ static void check_lengths(mcheck *c)
         assert_int_equal(idx_field_id(c->txn, name, strlen(name), &ids[f],
                                       &err), 0);
         uint64_t docs = 0, total = 0, mdocs = 0, mtotal = 0;
+        uint32_t sid = UINT32_MAX;
         assert_int_equal(idx_field_stats(c->txn, name, strlen(name), &docs,
-                                         &total, &err), 0);
+                                         &total, &sid, &err), 0);
+        assert_int_equal(sid, ids[f]);
         for (uint32_t i = 0; i < c->x.nlen; i++)
             if (strcmp(c->x.len[i].field, name) == 0) {
                 mdocs++;
@@ -1100,8 +1107,11 @@ static int print_report(void *payload, const char *what)
     return 0;
 }
 
-/* Everything the readers give in txn against the model. */
-static void m_check(model *m, kv_txn *txn, const char *what)
+/* Everything the readers give in txn against the model; through the
+ * dictionary cache d if not NULL (txn then sees committed segments only:
+ * an aborted one's id is given again). */
+static void m_check(model *m, kv_txn *txn, idx_dict_cache *d,
+                    const char *what)
 {
     kv_err err = KV_ERR_INIT;
     mcheck c;
@@ -1115,8 +1125,16 @@ static void m_check(model *m, kv_txn *txn, const char *what)
     m->checks++;
     m->checks_merging += ms.merging;
     assert_int_equal(idx_reader_open(&c.r, txn, &err), 0);
-    for (uint32_t i = 0; i < c.x.nt; i++)
+    size_t held = idx_dict_cache_bytes(d);
+    idx_reader_use_dict(c.r, d);
+    bool shrank = idx_dict_cache_bytes(d) < held;
+    for (uint32_t i = 0; i < c.x.nt; i++) {
+        held = idx_dict_cache_bytes(d);
         check_term(&c, &c.x.t[i]);
+        shrank |= idx_dict_cache_bytes(d) < held;
+    }
+    m->dict_checks += d != NULL;
+    m->dict_full_seen += shrank;
     for (uint32_t i = 0; i < c.x.nterms; i++)
         check_any(&c, i);
     /* Per field: its terms, prefixes of them, terms it does not have. */
@@ -1198,6 +1216,7 @@ static void model_open(model *m, const char *cfg, uint32_t nkeys,
     assert_int_equal(idx_writer_new(&m->w, cfg, m->cfg_len, 0, &err), 0);
     assert_int_equal(tok_analysis_new(&m->an, cfg, m->cfg_len, &err), 0);
     m->positions = tok_analysis_positions(m->an);
+    assert_int_equal(idx_dict_cache_new(&m->dict, 16 * 1024, &err), 0);
 }
 
 static void model_close(model *m)
@@ -1206,6 +1225,7 @@ static void model_close(model *m)
         kv_txn_abort(m->txn);
     idx_writer_free(m->w);
     tok_analysis_free(m->an);
+    idx_dict_cache_free(m->dict);
     kv_env_close(m->env);
     for (uint32_t i = 0; i < m->nkeys; i++) {
         free(m->doc[i].json);
@@ -1365,7 +1385,7 @@ static void m_check_now(model *m, const char *what)
     kv_err err = KV_ERR_INIT;
     kv_txn *t;
     assert_int_equal(kv_txn_begin(&t, m->env, false, &err), 0);
-    m_check(m, t, what);
+    m_check(m, t, m->checks % 2 ? m->dict : NULL, what);
     kv_txn_abort(t);
 }
 
@@ -1419,12 +1439,12 @@ static void m_rebuild_checks(model *m)
         fail_msg("rebuild: %s", err.msg);
     assert_int_equal(idx_merge_stats_get(t, &st, &err), 0);
     assert_true(st.segments >= 2 && !st.merging);
-    m_check(m, t, "rebuilt, a segment per document");
+    m_check(m, t, NULL, "rebuilt, a segment per document");
     bool more = true;
     for (int i = 0; more && i < 10000; i++)
         assert_int_equal(idx_merge_step(t, false, 1 << 20, &more, &err), 0);
     assert_false(more);
-    m_check(m, t, "rebuilt and merged by the policy");
+    m_check(m, t, NULL, "rebuilt and merged by the policy");
     kv_txn_abort(t);
     m_check_now(m, "after aborting a rebuild");
     assert_int_equal(kv_txn_begin(&t, m->env, true, &err), 0);
@@ -1468,7 +1488,7 @@ static void m_rebuild_mid(model *m)
     if (bound == 1)
         assert_true(st.segments >= 2 || st.segments == 0 ||
                     m->nkeys == 1);
-    m_check(m, t, "rebuilt during the run");
+    m_check(m, t, NULL, "rebuilt during the run");
     bool more = true;
     unsigned steps = rnd(4) ? 1 + rnd(20) : 100000;
     for (unsigned i = 0; more && i < steps; i++) {
@@ -1478,7 +1498,7 @@ static void m_rebuild_mid(model *m)
             fail_msg("merge of a rebuilt index (seed %llu): %s",
                      (unsigned long long)m->seed, err.msg);
     }
-    m_check(m, t, "rebuilt during the run, then merged");
+    m_check(m, t, NULL, "rebuilt during the run, then merged");
     if (rnd(2)) {
         assert_int_equal(idx_merge_stats_get(t, &st, &err), 0);
         assert_int_equal(kv_txn_commit(t, &err), 0);
@@ -1568,6 +1588,11 @@ static void test_model(void **state)
     assert_true(m.aborts > 0 && m.old_replaces > 0 && m.old_deletes > 0);
     assert_true(m.worker_ops > 0 && m.worker_ops < 3000);
     assert_true(m.merges_done > m.all_merges && m.all_merges > 0);
+    print_message("model: %llu checks through the dictionary cache, which "
+                  "filled and started again or lost merged segments in %llu\n",
+                  (unsigned long long)m.dict_checks,
+                  (unsigned long long)m.dict_full_seen);
+    assert_true(m.dict_checks > 0 && m.dict_full_seen > 0);
     print_message("model: %llu rebuilds during the run (%llu of several "
                   "segments, %llu in the middle of a merge), %llu "
                   "committed (%llu left in the middle of a merge)\n",
