@@ -99,6 +99,8 @@ struct idx_dict_cache {
     dseg *segs;
     uint32_t n, cap;
     size_t bytes, max;
+    idx_segs list;         /* the segment list as read at commit stamp */
+    uint64_t list_stamp;   /* (0: none) */
 };
 
 static size_t dchunk_bytes(const dchunk *d)
@@ -141,6 +143,7 @@ void idx_dict_cache_free(idx_dict_cache *d)
         kv_free(d->segs[i].v);
     }
     kv_free(d->segs);
+    idx_segs_free(&d->list);
     kv_free(d);
 }
 
@@ -149,7 +152,31 @@ size_t idx_dict_cache_bytes(const idx_dict_cache *d)
     return d ? d->bytes : 0;
 }
 
-void idx_reader_use_dict(idx_reader *r, idx_dict_cache *d)
+/* The reader's segment list: the cache's when the snapshot's commit stamp
+ * is the one it was read at. */
+static int reader_segs(idx_reader *r, idx_dict_cache *d, kv_err *err)
+{
+    uint64_t stamp = kv_txn_stamp(r->txn);
+    if (d && stamp && stamp == d->list_stamp) {
+        r->segs.n = 0;
+        for (uint32_t i = 0; i < d->list.n; i++)
+            if (idx_segs_push(&r->segs, &d->list.v[i], err))
+                return err->code;
+        return KVFTS_OK;
+    }
+    int rc = idx_segs_read(&r->segs, r->txn, false, err);
+    if (rc || !d)
+        return rc;
+    d->list_stamp = 0;
+    d->list.n = 0;
+    for (uint32_t i = 0; i < r->segs.n; i++)
+        if (idx_segs_push(&d->list, &r->segs.v[i], err))
+            return err->code;
+    d->list_stamp = stamp;
+    return KVFTS_OK;
+}
+
+static void reader_use_dict(idx_reader *r, idx_dict_cache *d)
 {
     r->dict = d;
     if (!d)
@@ -188,18 +215,26 @@ uint32_t idx_reader_max_docid(const idx_reader *r)
 
 int idx_reader_open(idx_reader **out, kv_txn *txn, kv_err *err)
 {
+    return idx_reader_open_dict(out, txn, NULL, err);
+}
+
+int idx_reader_open_dict(idx_reader **out, kv_txn *txn, idx_dict_cache *d,
+                         kv_err *err)
+{
     *out = kv_calloc(1, sizeof **out);
     if (!*out)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     idx_reader *r = *out;
     r->txn = txn;
     idx_chunk_it_init(&r->it);
-    int rc = idx_segs_read(&r->segs, txn, false, err);
+    int rc = reader_segs(r, d, err);
     if (rc) {
         idx_reader_close(r);
         *out = NULL;
+        return rc;
     }
-    return rc;
+    reader_use_dict(r, d);
+    return KVFTS_OK;
 }
 
 void idx_reader_close(idx_reader *r)

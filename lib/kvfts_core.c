@@ -107,9 +107,15 @@ int api_check_no_batch(kvfts_db *db)
 
 /* ---- configuration ----------------------------------------------------- */
 
-/* Load the stored config if it differs from the cached one. */
+/* Load the stored config if it differs from the cached one (not even read
+ * when the transaction's commit stamp says nothing was committed since the
+ * last read). */
 int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
 {
+    uint64_t stamp = kv_txn_stamp(txn);
+    if (stamp && db->iw && stamp == db->cfg_stamp)
+        return KVFTS_OK;
+    db->cfg_stamp = 0;
     kv_buf v = KV_BUF_INIT;
     int rc = kv_get(txn, KV_META, API_CONFIG_KEY, strlen(API_CONFIG_KEY), &v, false,
                     err);
@@ -120,8 +126,10 @@ int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
     if (rc)
         goto done;
     if (db->iw && v.len == db->cfg_json.len &&
-        (v.len == 0 || memcmp(v.data, db->cfg_json.data, v.len) == 0))
+        (v.len == 0 || memcmp(v.data, db->cfg_json.data, v.len) == 0)) {
+        db->cfg_stamp = stamp;
         goto done;
+    }
     kv_config cfg;
     rc = kv_config_parse(&cfg, v.data ? v.data : "", v.len, err);
     if (rc) {
@@ -159,6 +167,8 @@ int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err)
         idx_writer_set_mem(iw, db->batch_mem * 2);
     kv_buf_reset(&db->cfg_json);
     rc = kv_buf_append(&db->cfg_json, v.data ? v.data : "", v.len, err);
+    if (!rc)
+        db->cfg_stamp = stamp;
 done:
     kv_buf_free(&v);
     return rc;

@@ -30,6 +30,7 @@ struct kvfts_db {
     idx_writer *iw;          /* keeps the index in step with writes */
     idx_lens_cache *lens;    /* length columns for ranking, or NULL */
     idx_dict_cache *dict;    /* dictionary chunks searches read, or NULL */
+    uint64_t cfg_stamp;      /* commit stamp cfg_json was read at (0: none) */
 };
 
 /* Results of a multi-get: offsets into one arena while being built, turned

@@ -55,8 +55,10 @@ struct qry_iter {
 };
 
 /** Search state shared by the iterators of one search: the transaction,
- *  per-field statistics and the current document's field lengths. */
-int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err);
+ *  per-field statistics and the current document's field lengths; terms
+ *  found through the handle's dictionary cache @p dict (or NULL). */
+int qry_ctx_new(qry_ctx **out, kv_txn *txn, idx_dict_cache *dict,
+                kv_err *err);
 void qry_ctx_free(qry_ctx *cx);             /* NULL: no-op */
 
 /** Bounds of the prefix expansions of the search: @p mem_limit bytes
@@ -86,8 +88,6 @@ void qry_iter_free(qry_iter *it);           /* NULL: no-op */
  *  spent after: its count method, else a walk. */
 int qry_iter_count(qry_iter *it, uint64_t *n, kv_err *err);
 
-/** Find terms through the handle's dictionary cache @p d. */
-void qry_ctx_dict(qry_ctx *cx, idx_dict_cache *d);
 /** Rank with the length columns of @p c (idx_lens_cache) for the fields of
  *  @p cx: those already cached, and the others too when the query may
  *  match @p est documents, a good part of a field's. */

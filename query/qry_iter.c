@@ -76,24 +76,20 @@ struct qry_ctx {
     bool unscored;          /* counting only: no field statistics */
 };
 
-int qry_ctx_new(qry_ctx **out, kv_txn *txn, kv_err *err)
+int qry_ctx_new(qry_ctx **out, kv_txn *txn, idx_dict_cache *dict,
+                kv_err *err)
 {
     *out = kv_calloc(1, sizeof **out);
     if (!*out)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     (*out)->txn = txn;
     (*out)->mem_limit = QRY_DEFAULT_MEM;
-    int rc = idx_reader_open(&(*out)->r, txn, err);
+    int rc = idx_reader_open_dict(&(*out)->r, txn, dict, err);
     if (rc) {
         kv_free(*out);
         *out = NULL;
     }
     return rc;
-}
-
-void qry_ctx_dict(qry_ctx *cx, idx_dict_cache *d)
-{
-    idx_reader_use_dict(cx->r, d);
 }
 
 static uint64_t now_ns(void)

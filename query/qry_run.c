@@ -93,10 +93,9 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
     uint64_t count = 0;
     if (o->partial)
         *o->partial = false;
-    int rc = qry_ctx_new(&cx, txn, err);
+    int rc = qry_ctx_new(&cx, txn, o->dict, err);
     if (!rc) {
         qry_ctx_limits(cx, o->mem_limit, o->time_limit_ms, o->exact);
-        qry_ctx_dict(cx, o->dict);
         if (o->count_only)
             qry_ctx_unscored(cx);
         rc = qry_iter_build(&it, cx, plan, err);

@@ -179,9 +179,13 @@ typedef struct idx_dict_cache idx_dict_cache;
 int idx_dict_cache_new(idx_dict_cache **out, size_t max_bytes, kv_err *err);
 void idx_dict_cache_free(idx_dict_cache *d);          /* NULL: no-op */
 size_t idx_dict_cache_bytes(const idx_dict_cache *d);  /* held now */
-/** Let @p r find terms through @p d (NULL: a cache of its own, per
- *  reader); drops from @p d the segments r's snapshot no longer lists. */
-void idx_reader_use_dict(idx_reader *r, idx_dict_cache *d);
+/** As idx_reader_open(), finding terms through @p d (NULL: a cache of the
+ *  reader's own) and taking the segment list from it when @p txn's commit
+ *  stamp is the one it was read at (kv_txn_stamp; @p txn then must see
+ *  committed state only, as a read transaction does).  Drops from @p d the
+ *  segments the snapshot no longer lists. */
+int idx_reader_open_dict(idx_reader **out, kv_txn *txn, idx_dict_cache *d,
+                         kv_err *err);
 /** The largest doc id any posting of the snapshot has (0: none). */
 uint32_t idx_reader_max_docid(const idx_reader *r);
 

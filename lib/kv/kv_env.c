@@ -54,9 +54,23 @@
  *   byte REG_DOOR          held exclusively while a process registers,
  *                          cleans up after a dead one, recovers, or removes
  *                          the environment at the last close;
+ *   REG_STAMPS ...         the commit stamps (below), mapped shared;
  *   REG_SLOTS + 16*i ...   slot i: 'L' and the pid of a live process, which
  *                          holds a write lock on the slot's first byte as
  *                          long as it has the database open.
+ *
+ * Commit stamps, so that a handle can keep what it read (the config, the
+ * segment list) from one search to the next without reading it again:
+ * every write transaction's commit counts itself in gen and, while it runs,
+ * in inflight (and in its process's slot count, which the process that
+ * cleans up after a dead one subtracts).  A read transaction loads gen,
+ * then inflight, begins, and loads gen again: with no commit under way and
+ * gen unchanged, its snapshot holds exactly the commits counted in gen, and
+ * gen + 1 is its stamp (kv_txn_stamp); otherwise 0, nothing to compare.
+ * The first process to open (no other alive) writes the page afresh, or,
+ * on a full disk, leaves it without its magic: then no process maps it and
+ * stamps are 0 for all.  A process that dies between two of a commit's
+ * counts leaves them uneven: stamps stay 0 until the last process closes.
  *
  * A slot marked 'L' whose lock nobody holds belongs to a process that died.
  * The process that finds one runs Berkeley DB's failchk (which releases the
@@ -103,6 +117,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <limits.h>
@@ -122,10 +137,24 @@
 #define REG_DOOR 0
 #define REG_HEAD 1                 /* the header: where the regions are */
 #define REG_HEAD_LEN 255
-#define REG_SLOTS 256
+#define REG_STAMPS 4096            /* page aligned: mapped */
+#define REG_STAMPS_LEN 12288
+#define REG_SLOTS 16384
 #define REG_SLOT 16
+#define STAMPS_MAGIC "kvstamp1"
 #define SHM_DIR "/dev/shm"
 #define REG_MAX 4096               /* processes at once */
+
+struct kv_stamps {
+    char magic[8];
+    atomic_uint_least64_t gen;       /* write commits begun, ever */
+    atomic_int_least64_t inflight;   /* write commits under way */
+    atomic_uint_least16_t slot[REG_MAX];  /* per registry slot: its share */
+};
+_Static_assert(sizeof(struct kv_stamps) <= REG_STAMPS_LEN,
+               "the stamps fit their pages");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_SHORT_LOCK_FREE == 2,
+               "shared atomics must be lock-free");
 
 static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
 static shared_env *shared_list;  /* guarded by shared_mu */
@@ -143,6 +172,14 @@ static long long now_ns(void)
 void kv_test_fail_checkpoints(bool on)
 {
     tls_fail_checkpoints = on;
+}
+
+/* Test hook: kv_test_die_in_commit. */
+static _Thread_local bool tls_die_in_commit;
+
+void kv_test_die_in_commit(bool on)
+{
+    tls_die_in_commit = on;
 }
 
 static int check_dir(const char *dir, bool create, kv_err *err)
@@ -378,14 +415,47 @@ static void reg_scan(shared_env *sh, int *alive, int *dead)
     }
 }
 
-/* Clear the marks of dead processes (after failchk or recovery). */
+/* Clear the marks of dead processes (after failchk or recovery), and take
+ * the commits they died in out of the stamps' count. */
 static void reg_clear_dead(shared_env *sh)
 {
     reg_slot s;
     for (long i = 0; i < REG_MAX && reg_read(sh->reg_fd, i, &s); i++)
         if (i != sh->slot && s.mark == 'L' &&
-            !reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT))
+            !reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT)) {
+            if (sh->stamps) {
+                unsigned k = atomic_exchange(&sh->stamps->slot[i], 0);
+                atomic_fetch_sub(&sh->stamps->inflight, (long long)k);
+            }
             reg_write(sh->reg_fd, i, '-', 0);
+        }
+}
+
+/* Map the stamps page, the door held; the first process alive writes it
+ * afresh.  Fails only if the page is there and cannot be mapped: the
+ * others count their commits in it. */
+static int stamps_setup(shared_env *sh, kv_err *err)
+{
+    int fd = sh->reg_fd, alive, dead;
+    reg_scan(sh, &alive, &dead);
+    char m[8];
+    if (alive == 0) {
+        static const char zero[REG_STAMPS_LEN];
+        if (pwrite(fd, zero, sizeof m, REG_STAMPS) != (ssize_t)sizeof m ||
+            pwrite(fd, zero, sizeof zero, REG_STAMPS) != (ssize_t)sizeof zero ||
+            pwrite(fd, STAMPS_MAGIC, 8, REG_STAMPS) != 8)
+            return KVFTS_OK;           /* no page: stamps are 0 for all */
+    }
+    if (pread(fd, m, sizeof m, REG_STAMPS) != (ssize_t)sizeof m ||
+        memcmp(m, STAMPS_MAGIC, 8) != 0)
+        return KVFTS_OK;
+    void *p = mmap(NULL, REG_STAMPS_LEN, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   fd, REG_STAMPS);
+    if (p == MAP_FAILED)
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot map %s: "
+                         "%s", sh->dir, REG_FILE, strerror(errno));
+    sh->stamps = p;
+    return KVFTS_OK;
 }
 
 /* Open the registry and take a slot.  Leaves the door locked. */
@@ -1112,6 +1182,8 @@ static void shared_close(shared_env *sh)
         if (last)
             home_remove(sh->home, sh->home_shm);
         reg_leave(sh);
+        if (sh->stamps)
+            munmap(sh->stamps, REG_STAMPS_LEN);
     } else if (in) {
         inst_close(in, atomic_load(&in->wrote));
     }
@@ -1145,6 +1217,8 @@ static int shared_open(shared_env **out, const char *dir,
                        : kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     }
     int rc = reg_join(sh, err);
+    if (!rc)   /* before a dead process's slot is cleared: its count */
+        rc = stamps_setup(sh, err);
     if (!rc && o->create) {
         char p[4096];
         struct stat st;
@@ -1312,6 +1386,11 @@ uint64_t kv_txn_serial(const kv_txn *t)
     return t->serial;
 }
 
+uint64_t kv_txn_stamp(const kv_txn *t)
+{
+    return t->stamp;
+}
+
 void kv_env_close(kv_env *e)
 {
     if (!e)
@@ -1477,8 +1556,17 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
     t->write = write;
     t->serial = ++e->txns;
     kv__bdb_msg()[0] = '\0';
+    kv_stamps *st = e->sh->stamps;
+    uint64_t gen = 0;
+    bool steady = false;
+    if (st && !write) {
+        gen = atomic_load(&st->gen);
+        steady = atomic_load(&st->inflight) == 0;
+    }
     int ret = in->env->txn_begin(in->env, NULL, &t->txn,
                                  write ? 0 : DB_TXN_SNAPSHOT);
+    if (steady && atomic_load(&st->gen) == gen)
+        t->stamp = gen + 1;
     if (!ret && write) {
         ret = t->txn->set_timeout(t->txn,
                                   (db_timeout_t)kv__busy_timeout() * 1000000u,
@@ -1511,7 +1599,19 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
     kv_env *e = t->env;
     bdb_inst *in = t->inst;
     bool write = t->write;
+    kv_stamps *st = write ? e->sh->stamps : NULL;
+    if (st) {
+        atomic_fetch_add(&st->slot[e->sh->slot], 1);
+        atomic_fetch_add(&st->inflight, 1);
+        atomic_fetch_add(&st->gen, 1);
+    }
+    if (write && tls_die_in_commit)
+        raise(SIGKILL);
     int ret = t->txn->commit(t->txn, 0);
+    if (st) {
+        atomic_fetch_sub(&st->inflight, 1);
+        atomic_fetch_sub(&st->slot[e->sh->slot], 1);
+    }
     kv__parts_end(t, ret == 0);
     kv_free(t);
     if (write)

@@ -56,6 +56,9 @@ typedef struct bdb_inst {
 } bdb_inst;
 
 /* A directory open in this process, shared by its handles. */
+/* The commit stamps, a shared page of the registry (kv_env.c). */
+typedef struct kv_stamps kv_stamps;
+
 typedef struct shared_env {
     dev_t dev;                   /* identity of the directory */
     ino_t ino;
@@ -66,6 +69,7 @@ typedef struct shared_env {
     bool home_shm;               /* in a directory of /dev/shm */
     int reg_fd;                  /* DIR/kvfts.lock */
     long slot;                   /* our slot in it */
+    kv_stamps *stamps;           /* mapped from it, or NULL */
     pthread_mutex_t mu;          /* guards inst, opening, and inst->users */
     pthread_cond_t cv;
     bdb_inst *inst;              /* the current instance */
@@ -86,6 +90,7 @@ struct kv_env {
 
 struct kv_txn {
     kv_env *env;
+    uint64_t stamp;              /* kv_txn_stamp() */
     bdb_inst *inst;              /* the instance it began in */
     DB_TXN *txn;
     bool write;

@@ -1124,9 +1124,8 @@ static void m_check(model *m, kv_txn *txn, idx_dict_cache *d,
     assert_int_equal(idx_merge_stats_get(txn, &ms, &err), 0);
     m->checks++;
     m->checks_merging += ms.merging;
-    assert_int_equal(idx_reader_open(&c.r, txn, &err), 0);
     size_t held = idx_dict_cache_bytes(d);
-    idx_reader_use_dict(c.r, d);
+    assert_int_equal(idx_reader_open_dict(&c.r, txn, d, &err), 0);
     bool shrank = idx_dict_cache_bytes(d) < held;
     for (uint32_t i = 0; i < c.x.nt; i++) {
         held = idx_dict_cache_bytes(d);

@@ -8,8 +8,10 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -639,6 +641,126 @@ static void test_segment_files(void **state)
     kv_buf_free(&v);
 }
 
+/* Commit stamps: read transactions with no commit between them share one;
+ * a commit of this handle, another handle or another process changes it;
+ * a process killed in a commit makes them 0 until its slot is cleaned. */
+static uint64_t read_stamp(kv_env *env)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    int rc, tries = 0;
+    while ((rc = kv_txn_begin(&t, env, false, &err)) == KV_RETRY &&
+           ++tries < 5)
+        ;                       /* the environment was recovered */
+    assert_int_equal(rc, 0);
+    uint64_t s = kv_txn_stamp(t);
+    kv_txn_abort(t);
+    return s;
+}
+
+static void put_one(kv_env *env, const char *k)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, env, true, &err), 0);
+    assert_int_equal(kv_txn_stamp(t), 0);      /* a writer sees its own */
+    assert_int_equal(kv_put(t, KV_META, k, strlen(k), "v", 1, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+}
+
+static void test_commit_stamps(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    uint64_t s1 = read_stamp(f->env);
+    assert_true(s1 != 0);
+    assert_int_equal(read_stamp(f->env), s1);
+    put_one(f->env, "a");
+    uint64_t s2 = read_stamp(f->env);
+    assert_true(s2 != 0 && s2 != s1);
+    /* An aborted write changes nothing. */
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_META, "b", 1, "v", 1, &err), 0);
+    kv_txn_abort(t);
+    assert_int_equal(read_stamp(f->env), s2);
+    /* Another handle of this process. */
+    kv_env *e2;
+    kv_env_options o = { false, false, 0 };
+    assert_int_equal(kv_env_open(&e2, f->dir, &o, &err), 0);
+    assert_int_equal(read_stamp(e2), s2);
+    put_one(e2, "c");
+    uint64_t s3 = read_stamp(f->env);
+    assert_true(s3 != 0 && s3 != s2);
+    kv_env_close(e2);
+    /* Other processes (forked before this one opens again: a child must
+     * not share the parent's open environment): one commits; one is
+     * killed in its commit, which leaves no stamp (the commit might be
+     * under way) until this survivor's failchk cleans its slot up; its
+     * write is gone. */
+    kv_env_close(f->env);
+    f->env = NULL;
+    int go[2][2], ready[2][2];
+    pid_t pid[2];
+    for (int c = 0; c < 2; c++) {
+        assert_int_equal(pipe(go[c]), 0);
+        assert_int_equal(pipe(ready[c]), 0);
+        fflush(NULL);
+        pid[c] = fork();
+        if (pid[c] == 0) {
+            kv_env *e3;
+            kv_err e = KV_ERR_INIT;
+            char ch = 'r';
+            if (kv_env_open(&e3, f->dir, &o, &e) ||
+                write(ready[c][1], &ch, 1) != 1 || read(go[c][0], &ch, 1) != 1)
+                _exit(2);
+            kv_txn *w;
+            if (kv_txn_begin(&w, e3, true, &e) ||
+                kv_put(w, KV_META, c ? "e" : "d", 1, "v", 1, &e))
+                _exit(3);
+            kv_test_die_in_commit(c == 1);
+            int ok = kv_txn_commit(w, &e) == 0;
+            kv_env_close(e3);
+            _exit(ok ? 0 : 4);
+        }
+        char ch;
+        assert_int_equal(read(ready[c][0], &ch, 1), 1);
+    }
+    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
+    uint64_t s4 = read_stamp(f->env);
+    assert_true(s4 != 0);
+    int status;
+    assert_int_equal(write(go[0][1], "g", 1), 1);
+    assert_int_equal(waitpid(pid[0], &status, 0), pid[0]);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    uint64_t s5 = read_stamp(f->env);
+    assert_true(s5 != 0 && s5 != s4);
+    assert_int_equal(write(go[1][1], "g", 1), 1);
+    assert_int_equal(waitpid(pid[1], &status, 0), pid[1]);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    assert_int_equal(read_stamp(f->env), 0);
+    uint64_t s6 = 0;
+    for (int i = 0; i < 30 && s6 == 0; i++) {   /* failchk: once a second */
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        s6 = read_stamp(f->env);
+    }
+    assert_true(s6 != 0 && s6 != s5);
+    kv_buf v = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_META, "e", 1, &v, false, &err),
+                     KVFTS_ENOTFOUND);
+    assert_int_equal(kv_get(t, KV_META, "d", 1, &v, false, &err), 0);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+    assert_int_equal(read_stamp(f->env), s6);
+    for (int c = 0; c < 2; c++)
+        for (int k = 0; k < 2; k++) {
+            close(go[c][k]);
+            close(ready[c][k]);
+        }
+}
+
 static void test_duplicates(void **state)
 {
     fx *f = *state;
@@ -1107,6 +1229,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_records_and_cursors, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_segment_files, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_commit_stamps, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_duplicates, fx_setup,
                                         fx_teardown),

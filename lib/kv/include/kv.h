@@ -216,6 +216,10 @@ bool kv_env_take_warning(kv_env *env, char *buf, size_t cap);
 /** Test hook: in this thread, checkpoints after commits fail as a full disk
  *  would make them. */
 void kv_test_fail_checkpoints(bool on);
+/** Test hook: in this thread, the process kills itself (SIGKILL) in the
+ *  next write commit, after counting it in the commit stamps and before
+ *  Berkeley DB commits it. */
+void kv_test_die_in_commit(bool on);
 
 /** Begin a transaction: a write transaction, or a snapshot read (readers
  *  never wait for writers). */
@@ -250,6 +254,13 @@ void **kv_txn_slot(kv_txn *txn, void (*slot_free)(void *));
 /** A number that tells @p txn apart from every other transaction of its
  *  handle (they count up from 1). */
 uint64_t kv_txn_serial(const kv_txn *txn);
+/** The commit stamp of read transaction @p txn: two read transactions of
+ *  one directory with the same nonzero stamp see the same committed state
+ *  (no write transaction of any process committed between them), so what
+ *  a handle read in one holds for the other.  0 when that cannot be told
+ *  (a write transaction, a commit under way when it began, a process that
+ *  died in one, no shared page in the registry). */
+uint64_t kv_txn_stamp(const kv_txn *txn);
 /** As kv_get(), but only the first @p head bytes of the value (fewer if it
  *  is shorter); for reading a record's header without its body. */
 int kv_get_head(kv_txn *txn, kv_space space, const void *key, size_t klen,
