@@ -439,6 +439,19 @@ static int cache_find(const segcache *c, const char *term, size_t tlen,
                        c->v[lo].ord, e, rec, ord, found, err);
 }
 
+/* The cursor's key against segment seg's chunk keys' prefix (memcmp's
+ * sign; a key too short for one is before). */
+static int chunk_pfx_cmp(const kv_cursor *c, uint32_t seg)
+{
+    const char *k;
+    size_t kl;
+    unsigned char pfx[5];
+    kv_put_be32(pfx, seg);
+    pfx[4] = 'D';
+    kv_cursor_key(c, &k, &kl);
+    return kl < 5 ? -1 : memcmp(k, pfx, 5);
+}
+
 /* Position the reader's dictionary cursor on the chunk of segment seg that
  * would hold term (the last one from before it): *at false if the term
  * comes before the segment's first chunk. */
@@ -455,13 +468,7 @@ static int chunk_seek(idx_reader *r, uint32_t seg, const char *term,
         return KVFTS_OK;
     if (rc)
         return rc;
-    const char *k;
-    size_t kl;
-    unsigned char pfx[5];
-    kv_put_be32(pfx, seg);
-    pfx[4] = 'D';
-    kv_cursor_key(r->c, &k, &kl);
-    *at = kl >= 5 && memcmp(k, pfx, 5) == 0;
+    *at = chunk_pfx_cmp(r->c, seg) == 0;
     return KVFTS_OK;
 }
 
@@ -1505,13 +1512,7 @@ static int dict_open(dict_walk *d, kv_txn *txn, uint32_t seg, uint32_t rank,
         rc = kv_cursor_seek_floor(d->c, key.data, key.len, err);
     if (rc == KVFTS_OK) {
         /* the chunk holding from, or the segment's first one after it */
-        const char *k;
-        size_t kl;
-        unsigned char pfx[5];
-        kv_put_be32(pfx, seg);
-        pfx[4] = 'D';
-        kv_cursor_key(d->c, &k, &kl);
-        if (kl < 5 || memcmp(k, pfx, 5) < 0)
+        if (chunk_pfx_cmp(d->c, seg) < 0)
             rc = kv_cursor_next(d->c, err);
     } else if (rc == KVFTS_ITEROVER) {   /* nothing before from */
         rc = kv_cursor_seek(d->c, key.data, key.len, err);
@@ -2178,6 +2179,7 @@ int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
 
 struct idx_lens_cache {
     uint64_t gen;         /* generation the columns belong to */
+    uint64_t stamp;       /* commit stamp gen was read at (kv_txn_stamp) */
     bool synced;          /* gen read at least once */
     struct lens_col {
         uint32_t field_id;
@@ -2210,13 +2212,16 @@ void idx_lens_cache_free(idx_lens_cache *c)
 
 int idx_lens_cache_sync(idx_lens_cache *c, kv_txn *txn, kv_err *err)
 {
-    uint64_t gen;
+    uint64_t gen, stamp = kv_txn_stamp(txn);
+    if (c->synced && stamp && stamp == c->stamp)
+        return KVFTS_OK;         /* nothing committed since the last read */
     int rc = kv_seq_get(txn, IDX_LENS_GEN, false, &gen, err);
     if (rc)
         return rc;
     if (!c->synced || gen != c->gen)
         lens_cache_drop(c);
     c->gen = gen;
+    c->stamp = stamp;
     c->synced = true;
     return KVFTS_OK;
 }

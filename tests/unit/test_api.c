@@ -871,6 +871,74 @@ static void test_damaged_length_key(void **state)
     assert_null(r);
 }
 
+/* The answer of db to q (keys, scores, total), as text. */
+static void answer(kvfts_db *db, const char *q, bool count, char *out,
+                   size_t cap)
+{
+    kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+    o.limit = 7;
+    o.count_only = count;
+    kvfts_results *r = NULL;
+    assert_int_equal(kvfts_search(&r, db, S(q), &o), KVFTS_OK);
+    size_t n = (size_t)snprintf(out, cap, "%llu:",
+                                (unsigned long long)kvfts_results_total(r));
+    const char *k;
+    double s;
+    while (n < cap && kvfts_results_next(r, &k, NULL, NULL, &s) == KVFTS_OK)
+        n += (size_t)snprintf(out + n, cap - n, " %s=%.17g", k, s);
+    assert_true(n < cap);
+    kvfts_results_free(r);
+}
+
+/* What a handle keeps between searches (dictionary chunks, segment list,
+ * config, length columns) follows what other handles commit: after each
+ * round of another handle's writes and merges, the searching handle
+ * answers as a fresh one does. */
+static void test_caches_follow_other_handles(void **state)
+{
+    fx *f = *state;
+    kvfts_db *a = f->db, *b = NULL;
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    assert_int_equal(kvfts_open(&b, f->dir, &o), KVFTS_OK);
+    const char *qs[] = { "common", "w3", "w7 OR w11", "common -w2", "w5*",
+                         "t:rare", "\"common w4\"" };
+    char doc[256], key[16], got[4096], want[4096];
+    for (int round = 0; round < 6; round++) {
+        /* b: new documents, longer replacements, deletions, and at times
+         * a merge to one segment (segments merged away, lengths changed) */
+        for (int i = 0; i < 40; i++) {
+            int d = (round * 17 + i * 7) % 120;
+            snprintf(key, sizeof key, "d%d", d);
+            if ((i + round) % 9 == 0) {
+                int rc = kvfts_del(b, S(key), 0);
+                assert_true(rc == KVFTS_OK || rc == KVFTS_ENOTFOUND);
+                continue;
+            }
+            int n = snprintf(doc, sizeof doc, "{\"t\":\"%s common w%d",
+                             round == 3 && i == 5 ? "rare" : "",
+                             (d + round) % 13);
+            for (int k = 0; k < (d + round) % 5; k++)
+                n += snprintf(doc + n, sizeof doc - (size_t)n, " w%d common",
+                              (d * k + round) % 13);
+            snprintf(doc + n, sizeof doc - (size_t)n, "\"}");
+            assert_int_equal(kvfts_put(NULL, b, S(key), S(doc), 0), KVFTS_OK);
+        }
+        if (round % 2)
+            assert_int_equal(kvfts_optimize(b, NULL, NULL), KVFTS_OK);
+        kvfts_db *c = NULL;
+        assert_int_equal(kvfts_open(&c, f->dir, &o), KVFTS_OK);
+        for (size_t q = 0; q < sizeof qs / sizeof *qs; q++)
+            for (int count = 0; count < 2; count++) {
+                answer(a, qs[q], count, got, sizeof got);   /* twice: */
+                answer(a, qs[q], count, got, sizeof got);   /* cached */
+                answer(c, qs[q], count, want, sizeof want);
+                assert_string_equal(got, want);
+            }
+        kvfts_close(c);
+    }
+    kvfts_close(b);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -892,6 +960,7 @@ int main(void)
         T(test_lookup_value_nul),
         T(test_refusal_leaves_nothing),
         T(test_damaged_length_key),
+        T(test_caches_follow_other_handles),
     };
     return cmocka_run_group_tests_name("unit.api", tests, NULL, NULL);
 }
