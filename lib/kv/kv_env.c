@@ -54,10 +54,14 @@
  *   byte REG_DOOR          held exclusively while a process registers,
  *                          cleans up after a dead one, recovers, or removes
  *                          the environment at the last close;
- *   REG_STAMPS ...         the commit stamps (below), mapped shared;
  *   REG_SLOTS + 16*i ...   slot i: 'L' and the pid of a live process, which
  *                          holds a write lock on the slot's first byte as
- *                          long as it has the database open.
+ *                          long as it has the database open;
+ *   REG_STAMPS ...         the commit stamps (below), mapped shared, past
+ *                          the last slot (the slots stay where earlier
+ *                          versions look for them: a process of one must
+ *                          see this one's processes alive, or its last
+ *                          close would remove the regions under them).
  *
  * Commit stamps, so that a handle can keep what it read (the config, the
  * segment list) from one search to the next without reading it again:
@@ -137,10 +141,10 @@
 #define REG_DOOR 0
 #define REG_HEAD 1                 /* the header: where the regions are */
 #define REG_HEAD_LEN 255
-#define REG_STAMPS 4096            /* page aligned: mapped */
-#define REG_STAMPS_LEN 12288
-#define REG_SLOTS 16384
+#define REG_SLOTS 256              /* where every kvfts version has them */
 #define REG_SLOT 16
+#define REG_STAMPS 69632           /* past the slots, page aligned: mapped */
+#define REG_STAMPS_LEN 12288
 #define STAMPS_MAGIC "kvstamp1"
 #define SHM_DIR "/dev/shm"
 #define REG_MAX 4096               /* processes at once */
@@ -153,6 +157,8 @@ struct kv_stamps {
 };
 _Static_assert(sizeof(struct kv_stamps) <= REG_STAMPS_LEN,
                "the stamps fit their pages");
+_Static_assert(REG_STAMPS >= REG_SLOTS + REG_MAX * REG_SLOT &&
+               REG_STAMPS % 4096 == 0, "the stamps follow the slots");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_SHORT_LOCK_FREE == 2,
                "shared atomics must be lock-free");
 
