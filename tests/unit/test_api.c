@@ -901,7 +901,7 @@ static void test_caches_follow_other_handles(void **state)
     kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
     assert_int_equal(kvfts_open(&b, f->dir, &o), KVFTS_OK);
     const char *qs[] = { "common", "w3", "w7 OR w11", "common -w2", "w5*",
-                         "t:rare", "\"common w4\"" };
+                         "t:rare", "\"common w4\"", "u:late", "u:late w3" };
     char doc[256], key[16], got[4096], want[4096];
     for (int round = 0; round < 6; round++) {
         /* b: new documents, longer replacements, deletions, and at times
@@ -920,11 +920,16 @@ static void test_caches_follow_other_handles(void **state)
             for (int k = 0; k < (d + round) % 5; k++)
                 n += snprintf(doc + n, sizeof doc - (size_t)n, " w%d common",
                               (d * k + round) % 13);
-            snprintf(doc + n, sizeof doc - (size_t)n, "\"}");
+            /* field u first appears in round 2: a handle that looked it
+             * up before must not keep "never indexed" */
+            snprintf(doc + n, sizeof doc - (size_t)n, "%s\"}",
+                     round >= 2 && i % 3 == 0 ? "\",\"u\":\"late" : "");
             assert_int_equal(kvfts_put(NULL, b, S(key), S(doc), 0), KVFTS_OK);
         }
         if (round % 2)
             assert_int_equal(kvfts_optimize(b, NULL, NULL), KVFTS_OK);
+        if (round == 4)      /* field ids given again, in another order */
+            assert_int_equal(kvfts_reindex(b, NULL, NULL), KVFTS_OK);
         kvfts_db *c = NULL;
         assert_int_equal(kvfts_open(&c, f->dir, &o), KVFTS_OK);
         for (size_t q = 0; q < sizeof qs / sizeof *qs; q++)
