@@ -1735,8 +1735,10 @@ typedef struct prefix_ctx {
     selector s;
     idx_block blk;
     kv_cursor *bc;         /* external blocks */
-    ppost *pp;
-    uint32_t npp, ppcap;
+    ppost *pp, *tmp;       /* a term's postings and deletions, as runs */
+    uint32_t npp, ppcap, tmpcap;
+    uint32_t *runs;        /* where each run of pp ends */
+    uint32_t nruns, runcap;
     uint32_t *dels;
     uint32_t dcap;
     uint8_t *sel;
@@ -1822,6 +1824,56 @@ static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
     return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
 }
 
+/* pp[from, npp) is a run (ascending by ppost_cmp) when not empty. */
+static int run_end(prefix_ctx *c, uint32_t from, kv_err *err)
+{
+    if (c->npp == from)
+        return KVFTS_OK;
+    int rc = idx__grow(&c->runs, &c->runcap, (uint64_t)c->nruns + 1,
+                       sizeof *c->runs, err);
+    if (!rc)
+        c->runs[c->nruns++] = c->npp;
+    return rc;
+}
+
+/* Merge the runs of pp into one, two at a time (a segment's postings of
+ * the term, its deletions: each ascending already, where a sort of them
+ * all was most of a large prefix's time). */
+static int runs_merge(prefix_ctx *c, kv_err *err)
+{
+    int rc = KVFTS_OK;
+    if (c->nruns > 1)
+        rc = idx__grow(&c->tmp, &c->tmpcap, c->npp, sizeof *c->tmp, err);
+    while (!rc && c->nruns > 1) {
+        uint32_t out = 0, from = 0, k = 0, nr = 0;
+        for (; k + 1 < c->nruns; k += 2) {
+            uint32_t a = from, ae = c->runs[k], b = ae, be = c->runs[k + 1];
+            while (a < ae && b < be)
+                c->tmp[out++] = ppost_cmp(&c->pp[b], &c->pp[a]) < 0
+                                ? c->pp[b++] : c->pp[a++];
+            while (a < ae)
+                c->tmp[out++] = c->pp[a++];
+            while (b < be)
+                c->tmp[out++] = c->pp[b++];
+            c->runs[nr++] = out;
+            from = be;
+        }
+        if (k < c->nruns) {
+            while (from < c->runs[k])
+                c->tmp[out++] = c->pp[from++];
+            c->runs[nr++] = out;
+        }
+        ppost *t = c->pp;
+        uint32_t cap = c->ppcap;
+        c->pp = c->tmp;
+        c->ppcap = c->tmpcap;
+        c->tmp = t;
+        c->tmpcap = cap;
+        c->nruns = nr;
+    }
+    return rc;
+}
+
 int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
                         const char *prefix, size_t plen, uint32_t max_terms,
                         idx_posting_fn fn, void *payload, kv_err *err)
@@ -1861,13 +1913,17 @@ int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
                 break;
             }
             bool simple = holders == 1 && ndel_entries == 0;
-            c.npp = 0;
+            c.npp = c.nruns = 0;
             for (uint32_t i = 0; !rc && i < ds.n; i++) {
                 dict_walk *d = &ds.d[i];
                 if (!dict_at(d, &t))
                     continue;
+                uint32_t from = c.npp;
                 rc = entry_postings(&c, d, fn, payload, nterms - 1,
                                     df - del, !simple, err);
+                if (!rc && !simple)
+                    rc = run_end(&c, from, err);
+                from = c.npp;
                 for (uint64_t k = 0; !rc && !simple && k < d->e.ndel; k++) {
                     if (k == 0)
                         rc = idx_entry_dels(&d->e, &c.dels, &c.dcap, err);
@@ -1878,10 +1934,12 @@ int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
                         c.pp[c.npp++] = (ppost){ c.dels[k], d->rank, 0,
                                                  true };
                 }
+                if (!rc && !simple)
+                    rc = run_end(&c, from, err);
             }
             if (!rc && !simple) {
                 /* Newest posting per id, unless a newer deletion. */
-                qsort(c.pp, c.npp, sizeof *c.pp, ppost_cmp);
+                rc = runs_merge(&c, err);
                 for (uint32_t i = 0; !rc && i < c.npp;) {
                     uint32_t j = i;
                     while (j < c.npp && c.pp[j].id == c.pp[i].id)
@@ -1905,6 +1963,8 @@ int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
     idx_block_free(&c.blk);
     kv_cursor_close(c.bc);
     kv_free(c.pp);
+    kv_free(c.tmp);
+    kv_free(c.runs);
     kv_free(c.dels);
     kv_free(c.sel);
     return rc;

@@ -1454,9 +1454,10 @@ fail:
 /* ---- prefix --------------------------------------------------------------
  *
  * A prefix may expand to any number of terms: there is no limit that
- * refuses a query.  A walk of the dictionaries first counts the expansions
- * (it stops at QRY_SCORED_EXPANSION + 1, so it costs at most that many
- * dictionary entries), and the count picks the evaluation:
+ * refuses a query.  The number of expansions picks the evaluation (a walk
+ * of the dictionaries counts up to UNION_MIN_TERMS of them; the union's
+ * own walk counts on, and hands over to the dense union past
+ * QRY_SCORED_EXPANSION):
  *
  *   fewer than UNION_MIN_TERMS  an OR of term iterators;
  *   up to QRY_SCORED_EXPANSION  the union: every posting of every expansion
@@ -1500,7 +1501,8 @@ fail:
 typedef struct expand {
     kv_buf terms;         /* NUL-terminated terms back to back */
     size_t n;
-    bool over;            /* more than QRY_SCORED_EXPANSION */
+    size_t max;           /* the walk stops past this many */
+    bool over;            /* there are more than max */
     kv_err *err;
 } expand;
 
@@ -1509,7 +1511,7 @@ static int expand_term(void *payload, const char *term, size_t tlen,
 {
     expand *e = payload;
     (void)info;
-    if (e->n == QRY_SCORED_EXPANSION) {
+    if (e->n == e->max) {
         e->over = true;
         return 1;
     }
@@ -1573,6 +1575,13 @@ typedef struct upost {
     uint32_t doc, term, tf;
 } upost;
 
+typedef struct dense_it dense_it;
+static dense_it *dense_alloc(const qry_ctx *cx, size_t field);
+static int dense_collect(void *payload, uint32_t term, uint64_t df,
+                         uint32_t docid, uint32_t tf);
+static int dense_done(qry_iter **out, qry_ctx *cx, const qry_node *n,
+                      dense_it *d, int rc, kv_err *err);
+
 typedef struct union_it {
     qry_iter base;
     upost *v, *tmp;
@@ -1584,12 +1593,42 @@ typedef struct union_it {
     uint64_t field_docs;
     const qry_ctx *cx;
     uint64_t seen;            /* postings walked (for the clock) */
+    dense_it *dense;          /* the walk met too many terms: it goes on
+                                 into this */
 } union_it;
+
+static void union_free(qry_iter *it);
+
+/* The walk meets term QRY_SCORED_EXPANSION (the 1,001st): the prefix
+ * ranks as one term (the dense union), which takes the triples read so
+ * far and the rest of the walk.  Finding it out in the walk, rather than
+ * in a count of the terms first, saves most prefixes a second walk of the
+ * dictionaries. */
+static int union_to_dense(union_it *u)
+{
+    dense_it *d = dense_alloc(u->cx, u->field);
+    if (!d)
+        return KVFTS_ENOMEM;
+    int rc = KVFTS_OK;
+    for (size_t i = 0; !rc && i < u->n; i++)
+        rc = dense_collect(d, u->v[i].term, 0, u->v[i].doc, u->v[i].tf);
+    u->dense = d;
+    kv_free(u->v);
+    u->v = NULL;
+    u->n = u->cap = 0;
+    return rc;
+}
 
 static int union_collect(void *payload, uint32_t term, uint64_t df,
                          uint32_t docid, uint32_t tf)
 {
     union_it *u = payload;
+    if (u->dense)
+        return dense_collect(u->dense, term, df, docid, tf);
+    if (term >= QRY_SCORED_EXPANSION) {
+        int rc = union_to_dense(u);
+        return rc ? rc : dense_collect(u->dense, term, df, docid, tf);
+    }
     if (walk_late(u->cx, &u->seen))
         return WALK_BOUND;
     if (u->n + 1 > u->max)
@@ -1718,14 +1757,18 @@ static int union_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
 static void union_free(qry_iter *it)
 {
     union_it *u = (union_it *)it;
+    if (u->dense)
+        qry_iter_free((qry_iter *)u->dense);
     kv_free(u->v);
     kv_free(u->tmp);
     kv_free(u->idf);
     kv_free(u);
 }
 
-/* The prefix of n as one union iterator; *out NULL when it has more than
- * it may hold (the caller falls back to an OR of terms). */
+/* The prefix of n as one union iterator, or as the dense union when its
+ * walk meets more than QRY_SCORED_EXPANSION terms; *out NULL when it has
+ * more postings than it may hold (the caller falls back to an OR of
+ * terms). */
 static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
                      kv_err *err)
 {
@@ -1745,6 +1788,12 @@ static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
         rc = idx_prefix_postings(cx->r, n->field, n->flen, n->terms[0],
                                  n->tlens[0], UINT32_MAX, union_collect, u,
                                  err);
+    }
+    if (u->dense) {           /* past QRY_SCORED_EXPANSION terms */
+        dense_it *d = u->dense;
+        u->dense = NULL;
+        union_free(&u->base);
+        return dense_done(out, cx, n, d, rc, err);
     }
     if (rc == WALK_BOUND)       /* out of time: what was read so far */
         rc = bound_reached(cx, n, CUT_TIME, u->seen, err);
@@ -1767,7 +1816,7 @@ static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
 
 /* ---- prefix: the dense union of a huge expansion ------------------------ */
 
-typedef struct dense_it {
+struct dense_it {
     qry_iter base;
     uint8_t *tf;          /* by doc id: occurrences of expansions, <= 255 */
     uint32_t n;           /* ids below n are held */
@@ -1777,7 +1826,7 @@ typedef struct dense_it {
     const qry_ctx *cx;
     uint64_t seen;        /* postings walked */
     int cut;              /* CUT_*: a bound reached */
-} dense_it;
+};
 
 static int dense_collect(void *payload, uint32_t term, uint64_t df,
                          uint32_t docid, uint32_t tf)
@@ -1874,13 +1923,11 @@ static void dense_free(qry_iter *it)
     kv_free(it);
 }
 
-/* The prefix of n, which has more than QRY_SCORED_EXPANSION terms. */
-static int dense_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
-                     kv_err *err)
+static dense_it *dense_alloc(const qry_ctx *cx, size_t field)
 {
     dense_it *d = kv_calloc(1, sizeof *d);
     if (!d)
-        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        return NULL;
     d->base.next = dense_next;
     d->base.skip_to = dense_skip;
     d->base.score = dense_score;
@@ -1888,11 +1935,14 @@ static int dense_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     d->cx = cx;
     d->limit = cx->mem_limit < UINT32_MAX ? (uint32_t)cx->mem_limit
                                           : UINT32_MAX;
-    int rc = ctx_field(cx, n->field, n->flen, &d->field, err);
-    if (!rc)
-        rc = idx_prefix_postings(cx->r, n->field, n->flen, n->terms[0],
-                                 n->tlens[0], UINT32_MAX, dense_collect, d,
-                                 err);
+    d->field = field;
+    return d;
+}
+
+/* The dense union d after its walk ended with rc. */
+static int dense_done(qry_iter **out, qry_ctx *cx, const qry_node *n,
+                      dense_it *d, int rc, kv_err *err)
+{
     if (rc == KVFTS_ENOMEM)
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     else if (rc == WALK_BOUND || (!rc && d->cut))
@@ -1908,31 +1958,45 @@ static int dense_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     return KVFTS_OK;
 }
 
+/* The prefix of n, which has more than QRY_SCORED_EXPANSION terms. */
+static int dense_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
+                     kv_err *err)
+{
+    size_t field;
+    int rc = ctx_field(cx, n->field, n->flen, &field, err);
+    if (rc)
+        return rc;
+    dense_it *d = dense_alloc(cx, field);
+    if (!d)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    rc = idx_prefix_postings(cx->r, n->field, n->flen, n->terms[0],
+                             n->tlens[0], UINT32_MAX, dense_collect, d, err);
+    return dense_done(out, cx, n, d, rc, err);
+}
+
 static int prefix_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
                       kv_err *err)
 {
-    expand e = { KV_BUF_INIT, 0, false, err };
+    expand e = { KV_BUF_INIT, 0, UNION_MIN_TERMS - 1, false, err };
     qry_iter **kids = NULL;
     int rc = idx_terms_scan(cx->r, n->field, n->flen, n->terms[0],
                             n->tlens[0], expand_term, &e, err);
     if (rc == 1 && e.over) {
         kv_buf_free(&e.terms);
-        return dense_new(out, cx, n, err);
-    }
-    if (rc)
-        goto fail;
-    if (e.n >= UNION_MIN_TERMS) {
-        kv_buf_free(&e.terms);
         rc = union_new(out, cx, n, err);
         if (rc || *out)
             return rc;
         /* more postings than a union holds: the OR of terms below */
-        e = (expand){ KV_BUF_INIT, 0, false, err };
+        e = (expand){ KV_BUF_INIT, 0, QRY_SCORED_EXPANSION, false, err };
         rc = idx_terms_scan(cx->r, n->field, n->flen, n->terms[0],
                             n->tlens[0], expand_term, &e, err);
-        if (rc)
-            goto fail;
+        if (rc == 1 && e.over) {
+            kv_buf_free(&e.terms);
+            return dense_new(out, cx, n, err);
+        }
     }
+    if (rc)
+        goto fail;
     kids = kv_calloc(e.n ? e.n : 1, sizeof *kids);
     if (!kids) {
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
