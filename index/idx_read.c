@@ -1739,6 +1739,7 @@ typedef struct prefix_ctx {
     uint32_t npp, ppcap, tmpcap;
     uint32_t *runs;        /* where each run of pp ends */
     uint32_t nruns, runcap;
+    bool tf;               /* tfs wanted (else 1 each) */
     uint32_t *dels;
     uint32_t dcap;
     uint8_t *sel;
@@ -1751,17 +1752,23 @@ static int block_postings(prefix_ctx *c, const idx_entry *e, bool filter,
                           uint32_t term, uint64_t df, bool collect,
                           kv_err *err)
 {
-    int rc = idx_block_need(&c->blk, IDX_DEC_VIEWS, err);
+    bool views = c->tf || filter;
+    int rc = views ? idx_block_need(&c->blk, IDX_DEC_VIEWS, err) : KVFTS_OK;
     if (rc)
         return rc;
     const idx_plist *l = &c->blk.l;
     for (uint32_t i = 0; i < l->n; i++) {
-        uint32_t tf = 0;
-        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
-            if (!filter || c->sel[l->vcol[v]])
-                tf += l->vtf[v];
-        if (!tf)
-            continue;
+        uint32_t tf = 1;           /* without views: each posting, tf 1 */
+        if (views) {
+            tf = 0;
+            for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
+                if (!filter || c->sel[l->vcol[v]])
+                    tf += l->vtf[v];
+            if (!tf)
+                continue;
+            if (!c->tf)
+                tf = 1;
+        }
         if (collect) {
             if ((rc = idx__grow(&c->pp, &c->ppcap, (uint64_t)c->npp + 1,
                                 sizeof *c->pp, err)))
@@ -1796,7 +1803,7 @@ static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
         return KVFTS_OK;
     if (!(e->flags & IDX_E_EXTERNAL)) {
         rc = idx_block_decode(&c->blk, e->first, e->blk, e->blk_len,
-                              e->ncols, IDX_DEC_VIEWS, err);
+                              e->ncols, IDX_DEC_IDS, err);
         return rc ? rc : block_postings(c, e, filter, d->rank, fn, payload,
                                         term, df, collect, err);
     }
@@ -1814,7 +1821,7 @@ static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
         kv_cursor_val(c->bc, &v, &vl);
         rc = idx_block_decode(&c->blk, kv_get_be32((const unsigned char *)k +
                                                    9), v, vl, e->ncols,
-                              IDX_DEC_VIEWS, err);
+                              IDX_DEC_IDS, err);
         if (!rc)
             rc = block_postings(c, e, filter, d->rank, fn, payload, term, df,
                                 collect, err);
@@ -1876,11 +1883,13 @@ static int runs_merge(prefix_ctx *c, kv_err *err)
 
 int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
                         const char *prefix, size_t plen, uint32_t max_terms,
-                        idx_posting_fn fn, void *payload, kv_err *err)
+                        bool tf, idx_posting_fn fn, void *payload,
+                        kv_err *err)
 {
     prefix_ctx c;
     memset(&c, 0, sizeof c);
     c.r = r;
+    c.tf = tf;
     idx_block_init(&c.blk);
     bool none;
     int rc = selector_make(r, field, flen, &c.s, &none, err);

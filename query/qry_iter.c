@@ -1786,8 +1786,8 @@ static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     if (!rc) {
         u->field_docs = cx->fields[u->field].docs;
         rc = idx_prefix_postings(cx->r, n->field, n->flen, n->terms[0],
-                                 n->tlens[0], UINT32_MAX, union_collect, u,
-                                 err);
+                                 n->tlens[0], UINT32_MAX, !cx->unscored,
+                                 union_collect, u, err);
     }
     if (u->dense) {           /* past QRY_SCORED_EXPANSION terms */
         dense_it *d = u->dense;
@@ -1970,7 +1970,8 @@ static int dense_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     if (!d)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     rc = idx_prefix_postings(cx->r, n->field, n->flen, n->terms[0],
-                             n->tlens[0], UINT32_MAX, dense_collect, d, err);
+                             n->tlens[0], UINT32_MAX, !cx->unscored,
+                             dense_collect, d, err);
     return dense_done(out, cx, n, d, rc, err);
 }
 
@@ -1979,9 +1980,12 @@ static int prefix_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
 {
     expand e = { KV_BUF_INIT, 0, UNION_MIN_TERMS - 1, false, err };
     qry_iter **kids = NULL;
-    int rc = idx_terms_scan(cx->r, n->field, n->flen, n->terms[0],
+    /* A count takes the union whatever the number of expansions (the OR
+     * of a few long lists pays off in ranking, where it prunes). */
+    int rc = cx->unscored ? 1
+           : idx_terms_scan(cx->r, n->field, n->flen, n->terms[0],
                             n->tlens[0], expand_term, &e, err);
-    if (rc == 1 && e.over) {
+    if (cx->unscored || (rc == 1 && e.over)) {
         kv_buf_free(&e.terms);
         rc = union_new(out, cx, n, err);
         if (rc || *out)

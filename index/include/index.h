@@ -266,11 +266,15 @@ typedef int (*idx_posting_fn)(void *payload, uint32_t term, uint64_t df,
                               uint32_t docid, uint32_t tf);
 /** Every live posting of every term of @p field starting with @p prefix,
  *  read in one walk of each segment's key range.  Postings come grouped by
- *  term, terms in byte order.  @return 1 (and nothing more is read) past
- *  @p max_terms terms; KVFTS_OK, or an error, or fn's. */
+ *  term, terms in byte order.  Without @p tf, every posting's tf is given
+ *  as 1 (a count needs none, and a block's views are then decoded only
+ *  where the field takes some of its columns and not others).
+ *  @return 1 (and nothing more is read) past @p max_terms terms;
+ *  KVFTS_OK, or an error, or fn's. */
 int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
                         const char *prefix, size_t plen, uint32_t max_terms,
-                        idx_posting_fn fn, void *payload, kv_err *err);
+                        bool tf, idx_posting_fn fn, void *payload,
+                        kv_err *err);
 
 /** Statistics of a field for BM25: documents having it, sum of lengths;
  *  and its id as idx_field_id() gives it, if @p id is not NULL (one read

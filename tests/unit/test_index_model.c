@@ -958,7 +958,7 @@ static void check_prefix(mcheck *c, const xterm *t, uint32_t n,
     /* Every posting of the prefix, grouped by term in byte order. */
     pp_ctx pp = { NULL, 0, 0 };
     rc = idx_prefix_postings(c->r, f, strlen(f), prefix, strlen(prefix),
-                             UINT32_MAX, on_prefix_posting, &pp, &err);
+                             UINT32_MAX, true, on_prefix_posting, &pp, &err);
     if (rc)
         MFAIL(c, "postings of %s from '%s': %d %s", f, prefix, rc, err.msg);
     uint32_t k = 0, ti = 0;
@@ -983,11 +983,28 @@ static void check_prefix(mcheck *c, const xterm *t, uint32_t n,
     if (k != pp.n)
         MFAIL(c, "postings of %s from '%s': %u records, the model has %u",
               f, prefix, pp.n, k);
+    /* Without tfs (a count's walk): the same postings, tf 1 each. */
+    pp_ctx p1 = { NULL, 0, 0 };
+    rc = idx_prefix_postings(c->r, f, strlen(f), prefix, strlen(prefix),
+                             UINT32_MAX, false, on_prefix_posting, &p1, &err);
+    if (rc)
+        MFAIL(c, "postings of %s from '%s' without tf: %d %s", f, prefix, rc,
+              err.msg);
+    for (uint32_t i = 0; i < pp.n && i < p1.n; i++)
+        if (p1.r[i].term != pp.r[i].term || p1.r[i].df != pp.r[i].df ||
+            p1.r[i].docid != pp.r[i].docid || p1.r[i].tf != 1)
+            MFAIL(c, "postings of %s from '%s' without tf: record %u is "
+                  "term #%u doc %u tf %u", f, prefix, i, p1.r[i].term,
+                  p1.r[i].docid, p1.r[i].tf);
+    if (p1.n != pp.n)
+        MFAIL(c, "postings of %s from '%s' without tf: %u records, with "
+              "tf %u", f, prefix, p1.n, pp.n);
+    free(p1.r);
     /* At most one term: 1, after that term's postings. */
     if (matching >= 2) {
         pp.n = 0;
         rc = idx_prefix_postings(c->r, f, strlen(f), prefix, strlen(prefix),
-                                 1, on_prefix_posting, &pp, &err);
+                                 1, true, on_prefix_posting, &pp, &err);
         assert_int_equal(rc, 1);
         assert_int_equal(pp.n, t[first].nd);
     }
@@ -1928,7 +1945,7 @@ static void test_prefix_replaced(void **state)
     idx_reader *r;
     assert_int_equal(idx_reader_open(&r, t, &err), 0);
     pp_ctx pp = { NULL, 0, 0 };
-    assert_int_equal(idx_prefix_postings(r, S("t"), S("ap"), 100,
+    assert_int_equal(idx_prefix_postings(r, S("t"), S("ap"), 100, true,
                                          on_prefix_posting, &pp, &err), 0);
     assert_int_equal(pp.n, 2);
     assert_true(pp.r[0].term == 0 && pp.r[0].docid == m.doc[0].docid &&
