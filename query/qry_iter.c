@@ -1595,6 +1595,7 @@ typedef struct union_it {
     uint64_t seen;            /* postings walked (for the clock) */
     dense_it *dense;          /* the walk met too many terms: it goes on
                                  into this */
+    bool sorted;              /* v is sorted (at the first move) */
 } union_it;
 
 static void union_free(qry_iter *it);
@@ -1692,6 +1693,47 @@ static int union_sort(union_it *u, kv_err *err)
     }
     if (from != u->v)         /* an odd number of passes */
         memcpy(u->v, from, n * sizeof *u->v);
+    kv_free(u->tmp);
+    u->tmp = NULL;
+    return KVFTS_OK;
+}
+
+/* Sorted at the first move: a count needs no order. */
+static int union_ready(union_it *u, kv_err *err)
+{
+    if (u->sorted)
+        return KVFTS_OK;
+    u->sorted = true;
+    return u->n ? union_sort(u, err) : KVFTS_OK;
+}
+
+/* The distinct documents of the triples, in a bitmap by id (an eighth of
+ * the dense union's byte per document), unless that would take more than
+ * the memory bound: then sorted and walked. */
+static int union_count(qry_iter *it, uint64_t *n, kv_err *err)
+{
+    union_it *u = (union_it *)it;
+    uint32_t max = 0;
+    for (size_t i = 0; i < u->n; i++)
+        max = u->v[i].doc > max ? u->v[i].doc : max;
+    size_t words = (size_t)max / 64 + 1;
+    uint64_t *bits = words * 8 <= u->cx->mem_limit && !u->sorted
+                     ? kv_calloc(words, 8) : NULL;
+    if (!bits) {
+        int rc = union_ready(u, err);
+        uint64_t c = 0;
+        while (!rc && (rc = it->next(it, err)) == QRY_OK)
+            c++;
+        *n = c;
+        return rc == QRY_EOF ? KVFTS_OK : rc;
+    }
+    for (size_t i = 0; i < u->n; i++)
+        bits[u->v[i].doc >> 6] |= 1ull << (u->v[i].doc & 63);
+    uint64_t c = 0;
+    for (size_t w = 0; w < words; w++)
+        c += (uint64_t)__builtin_popcountll(bits[w]);
+    kv_free(bits);
+    *n = c;
     return KVFTS_OK;
 }
 
@@ -1709,19 +1751,21 @@ static int union_group(union_it *u, size_t i)
 
 static int union_next(qry_iter *it, kv_err *err)
 {
-    (void)err;
     union_it *u = (union_it *)it;
     if (it->eof)
         return QRY_EOF;
-    return union_group(u, it->docid ? u->end : 0);
+    int rc = union_ready(u, err);
+    return rc ? rc : union_group(u, it->docid ? u->end : 0);
 }
 
 static int union_skip(qry_iter *it, uint32_t docid, kv_err *err)
 {
-    (void)err;
     union_it *u = (union_it *)it;
     if (it->eof || (it->docid && it->docid >= docid))
         return landed(it, docid);
+    int rc = union_ready(u, err);
+    if (rc)
+        return rc;
     size_t lo = it->docid ? u->end : 0, hi = lo, stride = 1;
     while (hi < u->n && u->v[hi].doc < docid) {
         lo = hi + 1;
@@ -1780,6 +1824,7 @@ static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     u->base.skip_to = union_skip;
     u->base.score = union_score;
     u->base.free = union_free;
+    u->base.count = union_count;
     u->cx = cx;
     u->max = cx->mem_limit / 32 < UNION_MAX ? cx->mem_limit / 32 : UNION_MAX;
     int rc = ctx_field(cx, n->field, n->flen, &u->field, err);
@@ -1799,14 +1844,10 @@ static int union_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
         rc = bound_reached(cx, n, CUT_TIME, u->seen, err);
     else if (rc == KVFTS_ENOMEM)
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    if (!rc && u->n > 0)
-        rc = union_sort(u, err);
     if (rc) {
         union_free(&u->base);
         return rc == WALK_UNION_FULL ? KVFTS_OK : rc;
     }
-    kv_free(u->tmp);
-    u->tmp = NULL;
     u->base.est = u->n;
     if (u->n == 0)
         at_eof(&u->base);
