@@ -372,13 +372,13 @@ static int corrupt_block(const idx_block *b, const char *what, kv_err *err)
                      "first id %u)", what, b->l.n ? b->l.ids[0] : 0);
 }
 
-/* Stage 2: view counts, columns and tfs. */
-static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
+/* Stage 2, first half: view counts and columns, what a field's filter
+ * reads (doc_selected in idx_read.c): the tfs stay undecoded. */
+static int decode_cols(idx_block *b, uint32_t ncols, kv_err *err)
 {
     idx_plist *l = &b->l;
     uint32_t n = l->n;
     const unsigned char *vc = b->tmp + b->idb, *vx = vc + b->vcb;
-    const unsigned char *tf = vx + b->vxb;
     uint64_t nv = n;
     if (!b->oneview) {
         if (b->scap < n + 1 &&
@@ -394,8 +394,6 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
     } else if (b->vcb || b->vxb || ncols < 1) {
         return corrupt_block(b, "views", err);
     }
-    if (idx_svb_size(tf, b->tfb, (uint32_t)nv, true) != b->tfb)
-        return corrupt_block(b, "term frequencies", err);
     l->nv = 0;
     int rc = idx_plist_reserve(l, 0, nv, 0, err);
     if (rc)
@@ -413,19 +411,44 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
         l->vstart[n] = acc;
         idx_svb_decode(vx, l->vcol, (uint32_t)nv);
     }
-    idx_svb_decode_0124(tf, l->vtf, (uint32_t)nv);
+    const uint32_t *restrict vcol = l->vcol;
+    bool bad = false;
+    uint64_t mask = 0;
+    for (uint32_t v = 0; v < (uint32_t)nv; v++) {
+        bad |= vcol[v] >= ncols;
+        mask |= 1ull << (vcol[v] < 63 ? vcol[v] : 63);
+    }
+    if (bad)
+        return corrupt_block(b, "view columns", err);
+    if (mask != b->colmask)
+        return corrupt_block(b, "block summary", err);
+    l->nv = (uint32_t)nv;
+    b->cols = true;
+    return KVFTS_OK;
+}
+
+/* Stage 2: view counts, columns and tfs. */
+static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
+{
+    idx_plist *l = &b->l;
+    uint32_t n = l->n;
+    int rc = b->cols ? KVFTS_OK : decode_cols(b, ncols, err);
+    if (rc)
+        return rc;
+    const unsigned char *tf = b->tmp + b->idb + b->vcb + b->vxb;
+    uint32_t nv = l->nv;
+    if (idx_svb_size(tf, b->tfb, nv, true) != b->tfb)
+        return corrupt_block(b, "term frequencies", err);
+    idx_svb_decode_0124(tf, l->vtf, nv);
     /* Checks and summaries in branch-free loops over local pointers (the
      * compiler cannot keep l->... in registers across the stores). */
     const uint32_t *restrict vs = l->vstart, *restrict vcol = l->vcol;
     uint32_t *restrict vtf = l->vtf;
     bool bad = false;
     uint32_t mtf = 0;
-    uint64_t mask = 0;
-    for (uint32_t v = 0; v < (uint32_t)nv; v++) {
-        bad |= vcol[v] >= ncols;
+    for (uint32_t v = 0; v < nv; v++) {
         vtf[v]++;
         bad |= vtf[v] == 0 || vtf[v] > UINT32_MAX / 8;
-        mask |= 1ull << (vcol[v] < 63 ? vcol[v] : 63);
     }
     if (bad)
         return corrupt_block(b, "view columns or term frequencies", err);
@@ -446,10 +469,10 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
         memset(first, 0, (size_t)nv);
         for (uint32_t i = 0; i < n; i++)
             first[vs[i]] = 1;
-        for (uint32_t v = 1; v < (uint32_t)nv; v++)
+        for (uint32_t v = 1; v < nv; v++)
             bad |= !first[v] & (vcol[v] <= vcol[v - 1]);
         uint64_t sum = 0, most = 0;
-        for (uint32_t v = 0; v < (uint32_t)nv; v++) {
+        for (uint32_t v = 0; v < nv; v++) {
             sum = (first[v] ? 0 : sum) + vtf[v];
             most = sum > most ? sum : most;
         }
@@ -458,11 +481,16 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
     }
     if (bad)
         return corrupt_block(b, "view columns or term frequencies", err);
-    if (mtf != b->max_tf || mask != b->colmask)
+    if (mtf != b->max_tf)
         return corrupt_block(b, "block summary", err);
-    l->nv = (uint32_t)nv;
     b->decoded = IDX_DEC_VIEWS;
     return KVFTS_OK;
+}
+
+int idx_block_need_cols(idx_block *b, kv_err *err)
+{
+    return b->cols || b->decoded >= IDX_DEC_VIEWS
+           ? KVFTS_OK : decode_cols(b, b->ncols, err);
 }
 
 /* Stage 3, first half: the position stream decoded as it is (gaps, each
@@ -625,7 +653,7 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     b->colmask = h.colmask;
     b->ncols = ncols;
     b->decoded = IDX_DEC_IDS;
-    b->gaps = false;
+    b->gaps = b->cols = false;
     return idx_block_need(b, level, err);
 bad:
     l->n = 0;

@@ -121,6 +121,8 @@ typedef struct idx_block {
     size_t idb, vcb, vxb, tfb, posb;
     uint32_t *scratch;     /* view counts */
     uint32_t scap;
+    bool cols;             /* l.vstart and l.vcol are decoded (l.nv set),
+                              maybe not the tfs yet */
     bool gaps;             /* l.pos holds the position stream and l.poff
                               its views' offsets; documents with pconv[i]
                               have positions, the others still gaps */
@@ -141,6 +143,9 @@ bool idx_block_peek(const char *buf, size_t len, uint32_t *span,
  *  KVFTS_ECORRUPT on any inconsistency. */
 int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
                      size_t len, uint32_t ncols, int level, kv_err *err);
+/** Decode the views' columns (l.vstart, l.vcol) of the last decoded
+ *  block, if not yet: what a field's filter needs, without the tfs. */
+int idx_block_need_cols(idx_block *b, kv_err *err);
 /** Decode more of the last decoded block. */
 int idx_block_need(idx_block *b, int level, kv_err *err);
 /** Decode document @p i's positions (and every document's views) only:

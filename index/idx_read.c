@@ -788,7 +788,7 @@ static int block_settle(segcur *sc, uint32_t i, uint32_t target, bool *left,
         i = lo;
     }
     if (sc->filter && i < l->n) {
-        int rc = idx_block_need(&sc->blk, IDX_DEC_VIEWS, err);
+        int rc = idx_block_need_cols(&sc->blk, err);
         if (rc)
             return rc;
         while (i < l->n && !doc_selected(sc, i))
@@ -1752,18 +1752,21 @@ static int block_postings(prefix_ctx *c, const idx_entry *e, bool filter,
                           uint32_t term, uint64_t df, bool collect,
                           kv_err *err)
 {
+    /* without tfs: a filter reads the columns alone, and each posting
+     * has tf 1 */
     bool views = c->tf || filter;
-    int rc = views ? idx_block_need(&c->blk, IDX_DEC_VIEWS, err) : KVFTS_OK;
+    int rc = c->tf ? idx_block_need(&c->blk, IDX_DEC_VIEWS, err)
+           : filter ? idx_block_need_cols(&c->blk, err) : KVFTS_OK;
     if (rc)
         return rc;
     const idx_plist *l = &c->blk.l;
     for (uint32_t i = 0; i < l->n; i++) {
-        uint32_t tf = 1;           /* without views: each posting, tf 1 */
+        uint32_t tf = 1;
         if (views) {
             tf = 0;
             for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
                 if (!filter || c->sel[l->vcol[v]])
-                    tf += l->vtf[v];
+                    tf += c->tf ? l->vtf[v] : 1;
             if (!tf)
                 continue;
             if (!c->tf)
