@@ -250,7 +250,12 @@ static int check_term(checker *ck, const char *t, size_t tl)
                         (int)tl, t, doc_name(ck, id));
             continue;
         }
-        rc = idx_postings_need(p, IDX_DECODE_POSITIONS, ck->err);
+        /* the whole block's views first: their decode checks the block's
+         * summaries (max tf, column mask), which a phrase's decode of one
+         * document at a time does not */
+        rc = idx_postings_need(p, IDX_DECODE_TFS, ck->err);
+        if (!rc)
+            rc = idx_postings_need(p, IDX_DECODE_POSITIONS, ck->err);
         uint32_t nv;
         const idx_view *v = rc ? NULL : idx_postings_views(p, &nv);
         uint32_t v0 = x->vstart[i], ne = x->vstart[i + 1] - v0;

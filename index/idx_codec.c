@@ -567,23 +567,161 @@ static int decode_positions(idx_block *b, kv_err *err)
     return rc;
 }
 
+/* A document at a time (a phrase's candidates, a few of the block's):
+ * every document's view counts (vstart), every view's tf and its offset in
+ * the position stream (poff) -- small streams, decoded whole -- but no
+ * columns (unless a field's filter decoded them) and no positions yet.
+ * The block's summaries (max tf, column mask) are checked by the whole
+ * decode only; what is read here is bounds-checked as it is read. */
+static int bydoc_index(idx_block *b, kv_err *err)
+{
+    idx_plist *l = &b->l;
+    const uint32_t n = l->n;
+    int rc = KVFTS_OK;
+    if (b->oneview && !b->cols)
+        rc = decode_cols(b, b->ncols, err);  /* no column stream: cheap */
+    if (rc)
+        return rc;
+    uint64_t nv = l->nv;
+    if (!b->cols) {
+        const unsigned char *vc = b->tmp + b->idb, *vx = vc + b->vcb;
+        if (b->scap < n + 1 &&
+            idx__grow(&b->scratch, &b->scap, (uint64_t)n + 1, 4, err))
+            return KVFTS_ENOMEM;
+        idx_svb_decode_0124(vc, b->scratch, n);
+        /* vstart is as long as ids (the document count is reserved) */
+        uint64_t acc = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            l->vstart[i] = (uint32_t)acc;
+            acc += (uint64_t)b->scratch[i] + 1;
+        }
+        l->vstart[n] = (uint32_t)acc;
+        nv = acc;
+        if (nv > (uint64_t)n * (b->ncols ? b->ncols : 1) ||
+            nv > UINT32_MAX / 8 || (nv + 3) / 4 > b->vxb ||
+            idx_svb_span(vx, 0, (uint32_t)nv) != b->vxb - (nv + 3) / 4)
+            return corrupt_block(b, "views", err);
+        l->nv = 0;
+        if ((rc = idx_plist_reserve(l, 0, nv, 0, err)))
+            return rc;
+        l->nv = (uint32_t)nv;
+    }
+    const unsigned char *tf = b->tmp + b->idb + b->vcb + b->vxb;
+    if (idx_svb_size(tf, b->tfb, (uint32_t)nv, true) != b->tfb)
+        return corrupt_block(b, "term frequencies", err);
+    idx_svb_decode_0124(tf, l->vtf, (uint32_t)nv);
+    uint32_t *restrict vtf = l->vtf, *restrict poff = l->poff;
+    uint64_t npos = 0;
+    for (uint32_t v = 0; v < (uint32_t)nv; v++) {
+        vtf[v]++;
+        poff[v] = (uint32_t)npos;
+        npos += vtf[v];
+    }
+    if (npos > UINT32_MAX / 8 || (npos + 3) / 4 > b->posb)
+        return corrupt_block(b, "positions", err);
+    poff[nv] = (uint32_t)npos;
+    l->np = 0;
+    rc = idx_plist_reserve(l, 0, 0, npos, err);
+    if (!rc && b->pccap < n)
+        rc = idx__grow(&b->pconv, &b->pccap, n, 1, err);
+    if (rc)
+        return rc;
+    l->np = (uint32_t)npos;
+    memset(b->pconv, 0, n);
+    b->bydoc = true;
+    b->ndoc = b->vk = b->pk = 0;
+    b->vat = b->pat = 0;
+    return KVFTS_OK;
+}
+
+/* Values [from, to) of the standard stream at s (nval values, len bytes)
+ * into out, walked on from value *k at data byte *at (or from the start,
+ * for an earlier value): its control bytes give where they start and how
+ * long they are, checked against the stream before anything is read. */
+static bool walk_range(const unsigned char *s, size_t len, uint32_t nval,
+                       uint32_t *k, size_t *at, uint32_t from, uint32_t to,
+                       uint32_t *out)
+{
+    size_t nctrl = ((size_t)nval + 3) / 4, dlen = len - nctrl;
+    if (from < *k) {
+        *k = 0;
+        *at = 0;
+    }
+    size_t a = *at + idx_svb_span(s, *k, from);
+    size_t d = idx_svb_span(s, from, to);
+    if (a > dlen || d > dlen - a)
+        return false;
+    idx_svb_decode_range(s, s + nctrl + a, out, from, to);
+    *k = to;
+    *at = a + d;
+    return true;
+}
+
+/* Document i's columns (unless decoded) and positions, by document. */
+static int bydoc_decode(idx_block *b, uint32_t i, kv_err *err)
+{
+    idx_plist *l = &b->l;
+    uint32_t v0 = l->vstart[i], v1 = l->vstart[i + 1];
+    if (!b->cols) {
+        const unsigned char *vx = b->tmp + b->idb + b->vcb;
+        if (!walk_range(vx, b->vxb, l->nv, &b->vk, &b->vat, v0, v1, l->vcol))
+            return corrupt_block(b, "views", err);
+        bool bad = false;
+        for (uint32_t v = v0; v < v1; v++)
+            bad |= l->vcol[v] >= b->ncols ||
+                   (v > v0 && l->vcol[v] <= l->vcol[v - 1]);
+        if (bad)
+            return corrupt_block(b, "view columns", err);
+    }
+    const unsigned char *ps = b->tmp + b->idb + b->vcb + b->vxb + b->tfb;
+    if (!walk_range(ps, b->posb, l->np, &b->pk, &b->pat, l->poff[v0],
+                    l->poff[v1], l->pos))
+        return corrupt_block(b, "positions", err);
+    b->ndoc++;
+    return doc_positions(b, i, err);
+}
+
+/* Document i's positions: a document at a time while the block is asked
+ * for few of its documents, as a phrase's candidates of a rare word are
+ * in a common word's blocks; past BYDOC_MAX of them, the whole block (one
+ * load and shuffle per four values, where by document decodes a byte at a
+ * time), and so from the start for the cursor's next block (dense: the
+ * last one was asked for that many). */
+#define BYDOC_MAX(n) ((n) / 16 + 1)
 int idx_block_need_doc(idx_block *b, uint32_t i, kv_err *err)
 {
     int rc = KVFTS_OK;
     if (b->decoded >= IDX_DEC_POS || !b->l.positions)
         return idx_block_need(b, IDX_DEC_VIEWS, err);
+    if (b->bydoc && b->pconv[i])
+        return KVFTS_OK;
+    if (b->decoded < IDX_DEC_VIEWS && !b->dense && b->l.n >= 32 &&
+        (!b->bydoc || b->ndoc < BYDOC_MAX(b->l.n))) {
+        if (!b->bydoc)
+            rc = bydoc_index(b, err);
+        return rc ? rc : bydoc_decode(b, i, err);
+    }
+    b->bydoc = false;
     if (b->decoded < IDX_DEC_VIEWS)
         rc = decode_views(b, b->ncols, err);
     if (!rc && !b->gaps)
         rc = decode_gaps(b, err);
-    if (!rc && !b->pconv[i])
+    if (!rc && !b->pconv[i]) {
+        b->ndoc++;
         rc = doc_positions(b, i, err);
+    }
     return rc;
 }
 
 bool idx_block_has_positions(const idx_block *b, uint32_t i)
 {
-    return b->decoded >= IDX_DEC_POS || (b->gaps && b->pconv[i]);
+    return b->decoded >= IDX_DEC_POS ||
+           ((b->gaps || b->bydoc) && b->pconv[i]);
+}
+
+bool idx_block_has_views(const idx_block *b, uint32_t i)
+{
+    return b->decoded >= IDX_DEC_VIEWS || (b->bydoc && b->pconv[i]);
 }
 
 int idx_block_need(idx_block *b, int level, kv_err *err)
@@ -603,6 +741,8 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
     blk_head h;
     idx_plist *l = &b->l;
+    b->dense = l->n && b->ndoc >= BYDOC_MAX(l->n);
+    b->ndoc = 0;
     l->n = 0;
     if (!head_read(&p, end, &h))
         goto bad;
@@ -653,7 +793,7 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     b->colmask = h.colmask;
     b->ncols = ncols;
     b->decoded = IDX_DEC_IDS;
-    b->gaps = b->cols = false;
+    b->gaps = b->cols = b->bydoc = false;
     return idx_block_need(b, level, err);
 bad:
     l->n = 0;

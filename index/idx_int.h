@@ -123,6 +123,17 @@ typedef struct idx_block {
     uint32_t scap;
     bool cols;             /* l.vstart and l.vcol are decoded (l.nv set),
                               maybe not the tfs yet */
+    bool bydoc;            /* a document at a time: l.vstart, l.vtf and
+                              l.poff are decoded for every document, the
+                              columns and positions of those with pconv[i]
+                              (the phrase's candidates) */
+    uint32_t ndoc;         /* documents asked for their positions */
+    bool dense;            /* the cursor's last block was asked for many:
+                              this one is decoded whole */
+    uint32_t vk, pk;       /* where the walks of the column and position
+                              streams are: at value vk (pk), whose data
+                              starts at byte vat (pat) */
+    size_t vat, pat;
     bool gaps;             /* l.pos holds the position stream and l.poff
                               its views' offsets; documents with pconv[i]
                               have positions, the others still gaps */
@@ -153,6 +164,8 @@ int idx_block_need(idx_block *b, int level, kv_err *err);
 int idx_block_need_doc(idx_block *b, uint32_t i, kv_err *err);
 /** True when document @p i's positions are decoded. */
 bool idx_block_has_positions(const idx_block *b, uint32_t i);
+/** True when document @p i's views (columns, tfs) are decoded. */
+bool idx_block_has_views(const idx_block *b, uint32_t i);
 /** Encode documents [from, to) of @p l as a block (appended to @p out);
  *  @p scratch is reused between calls. */
 int idx_block_encode(const idx_plist *l, uint32_t from, uint32_t to,
@@ -171,6 +184,14 @@ void idx_svb_decode_0124(const unsigned char *in, uint32_t *out,
 /** The plain C decoder alone (what runs without SSSE3), for tests. */
 void idx__svb_decode_c(const unsigned char *in, uint32_t *out,
                        uint32_t count, bool delta, uint32_t prev);
+/** Data bytes of values [@p from, @p to) of a standard stream whose
+ *  control bytes start at @p ctrl (which must hold them). */
+size_t idx_svb_span(const unsigned char *ctrl, uint32_t from, uint32_t to);
+/** Values [@p from, @p to) of a standard stream into out[from .. to),
+ *  their data starting at @p data: reads idx_svb_span() bytes exactly. */
+void idx_svb_decode_range(const unsigned char *ctrl,
+                          const unsigned char *data, uint32_t *out,
+                          uint32_t from, uint32_t to);
 /** Size of a StreamVByte stream of @p count values from its control bytes,
  *  or SIZE_MAX if the control bytes are not all in @p avail. */
 size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,

@@ -1435,7 +1435,7 @@ const idx_view *idx_postings_views(idx_postings *p, uint32_t *n)
 {
     *n = 0;
     const segcur *sc = p->at;
-    if (!sc || sc->blk.decoded < IDX_DEC_VIEWS)
+    if (!sc || !idx_block_has_views(&sc->blk, sc->i))
         return NULL;
     const idx_plist *l = &sc->blk.l;
     uint32_t v0 = l->vstart[sc->i], v1 = l->vstart[sc->i + 1];

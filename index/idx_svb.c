@@ -89,6 +89,19 @@ size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,
     return ctrl + data;
 }
 
+size_t idx_svb_span(const unsigned char *ctrl, uint32_t from, uint32_t to)
+{
+    size_t data = 0;
+    uint32_t i = from;
+    for (; i < to && (i & 3); i++)
+        data += ((ctrl[i / 4] >> (2 * (i % 4))) & 3) + 1;
+    for (; i + 4 <= to; i += 4)
+        data += ctrl_bytes[0][ctrl[i / 4]];
+    for (; i < to; i++)
+        data += ((ctrl[i / 4] >> (2 * (i % 4))) & 3) + 1;
+    return data;
+}
+
 /* PSHUFB masks: for control byte c, where each of the four values' bytes
  * sit in the 16 data bytes loaded (255: a zero byte).  Generated: value k
  * has ((c >> 2k) & 3) + 1 bytes, after those of values 0 .. k-1. */
@@ -713,6 +726,13 @@ void idx__svb_decode_c(const unsigned char *in, uint32_t *out,
                        uint32_t count, bool delta, uint32_t prev)
 {
     decode_tail(in, in + (count + 3) / 4, out, 0, count, delta, prev);
+}
+
+void idx_svb_decode_range(const unsigned char *ctrl,
+                          const unsigned char *data, uint32_t *out,
+                          uint32_t from, uint32_t to)
+{
+    decode_tail(ctrl, data, out, from, to, false, 0);
 }
 
 void idx_svb_decode(const unsigned char *in, uint32_t *out, uint32_t count)

@@ -18,6 +18,9 @@
  *      ascending from the key's, views on ascending columns inside the
  *      table, tf >= 1, max_tf and the column mask its header's, positions
  *      ascending per view), and what idx_block_peek() reads of its header.
+ *      It is decoded a third time a document at a time, as a phrase does
+ *      (fuzz_bydoc): the same views and positions, no damage where the
+ *      whole decode found none.
  *      It is encoded again, whole and in two halves as the segment writer
  *      cuts a list, and decoded into the first block, reused: every id,
  *      view, tf and position must come back.
@@ -118,6 +121,39 @@ static void round_trip(const idx_plist *src, uint32_t from, uint32_t to,
     check_same(src, from, to, &dst->l);
 }
 
+/* A phrase's decode, a document at a time (every third, ascending: by
+ * document for the first ones, then the whole block): never out of
+ * bounds; on a block that decodes whole, no damage reported and every
+ * document asked for holds what the whole decode gives (whole NULL: the
+ * whole decode refused the block, which this one may not notice). */
+static void fuzz_bydoc(uint32_t first, uint32_t ncols, const char *rec,
+                       size_t len, const idx_block *whole)
+{
+    kv_err err = KV_ERR_INIT;
+    idx_block b;
+    idx_block_init(&b);
+    int rc = idx_block_decode(&b, first, rec, len, ncols, IDX_DEC_IDS, &err);
+    for (uint32_t i = 0; rc == KVFTS_OK && i < b.l.n; i += 3) {
+        rc = idx_block_need_doc(&b, i, &err);
+        if (rc != KVFTS_OK || !whole || !b.l.positions)
+            continue;
+        CHECK(idx_block_has_views(&b, i) && idx_block_has_positions(&b, i));
+        const idx_plist *x = &b.l, *w = &whole->l;
+        CHECK(x->vstart[i + 1] - x->vstart[i] ==
+              w->vstart[i + 1] - w->vstart[i]);
+        for (uint32_t k = 0; k < x->vstart[i + 1] - x->vstart[i]; k++) {
+            uint32_t v = x->vstart[i] + k, u = w->vstart[i] + k;
+            CHECK(x->vcol[v] == w->vcol[u] && x->vtf[v] == w->vtf[u]);
+            CHECK(memcmp(x->pos + x->poff[v], w->pos + w->poff[u],
+                         (size_t)w->vtf[u] * 4) == 0);
+        }
+    }
+    CHECK(rc == KVFTS_OK || rc == KVFTS_ECORRUPT || rc == KVFTS_ENOMEM);
+    if (whole)
+        CHECK(rc != KVFTS_ECORRUPT);
+    idx_block_free(&b);
+}
+
 static void fuzz_block(uint32_t first, uint32_t ncols, const char *rec,
                        size_t len)
 {
@@ -162,6 +198,8 @@ static void fuzz_block(uint32_t first, uint32_t ncols, const char *rec,
                        &scratch);
         }
     }
+    if (rc2 != KVFTS_ENOMEM)
+        fuzz_bydoc(first, ncols, rec, len, rc2 == KVFTS_OK ? &whole : NULL);
     kv_buf_free(&enc);
     kv_buf_free(&scratch);
     idx_block_free(&staged);
