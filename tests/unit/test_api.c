@@ -2,8 +2,9 @@
  * test_api.c -- unit tests of the public API (include/kvfts.h): documents
  * with CAS and add/replace rules, multi-get, counters and auto keys, counter
  * ranges, lookups kept exact through updates and deletes, config rules,
- * batches and key templates, read-only handles, two handles, allocation
- * failures (nothing changes, nothing leaks) and corrupt records.
+ * batches and key templates, a batch's held key records, read-only handles,
+ * two handles, allocation failures (nothing changes, nothing leaks) and
+ * corrupt records.
  */
 #include "testutil.h"
 
@@ -474,6 +475,71 @@ static void test_batch(void **state)
     kvfts_close(other);
 }
 
+/* A batch holds its new documents' key records and stores them sorted when
+ * it writes its index buffer.  A key written again in the same batch is
+ * found (its held record is stored first); a batch that rolls back leaves
+ * none; keys that come in any order, in two batches whose keys interleave,
+ * read back one by one, by range and as the check counts them. */
+static void test_batch_held_keys(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    enum { N = 600 };
+    char key[32], json[64];
+    kvfts_batch *b;
+    assert_int_equal(kvfts_batch_begin(&b, db), 0);
+    for (int i = 1; i <= 50; i++) {
+        snprintf(key, sizeof key, "w::%d", i);
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key), S("{}")),
+                         0);
+    }
+    kvfts_batch_free(b);
+    assert_doc(db, "w::1", NULL);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(kvfts_batch_begin(&b, db), 0);
+        for (int j = 0; j < N; j++) {
+            int i = (j * 7919) % N + 1;       /* 1..N, far from sorted */
+            if (i % 2 == round)
+                continue;                     /* odd keys first, then even */
+            snprintf(key, sizeof key, "w::%d", i);
+            snprintf(json, sizeof json, "{\"n\":%d,\"t\":\"one\"}", i);
+            assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key),
+                                               S(json)), 0);
+            if (i % 25 == 0) {
+                assert_int_equal(kvfts_batch_write(b, KVFTS_INSERT, S(key),
+                                                   S("{}")), KVFTS_EEXISTS);
+                snprintf(json, sizeof json, "{\"n\":%d,\"t\":\"two\"}", i);
+                assert_int_equal(kvfts_batch_write(b, KVFTS_REPLACE, S(key),
+                                                   S(json)), 0);
+            }
+        }
+        assert_int_equal(kvfts_batch_commit(b), 0);
+        kvfts_batch_free(b);
+    }
+    for (int i = 1; i <= N; i++) {
+        snprintf(key, sizeof key, "w::%d", i);
+        snprintf(json, sizeof json, "{\"n\":%d,\"t\":\"%s\"}", i,
+                 i % 25 == 0 ? "two" : "one");
+        assert_doc(db, key, json);
+    }
+    kvfts_docs *d;
+    assert_int_equal(kvfts_get_range(&d, db, S("w"), 1, N + 5), 0);
+    size_t found = 0;
+    for (size_t i = 0; i < kvfts_docs_count(d); i++)
+        found += kvfts_docs_at(d, i)->status == KVFTS_OK;
+    assert_int_equal(found, N);
+    kvfts_docs_free(d);
+    /* Single writes and deletes among them. */
+    assert_int_equal(kvfts_del(db, S("w::300"), 0), 0);
+    assert_int_equal(kvfts_put(NULL, db, S("w::3000"), S("{}"), 0), 0);
+    assert_doc(db, "w::300", NULL);
+    assert_doc(db, "w::3000", "{}");
+    assert_doc(db, "w::301", "{\"n\":301,\"t\":\"one\"}");
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, db, NULL, NULL), 0);
+    assert_int_equal(diffs, 0);
+}
+
 static void test_read_only(void **state)
 {
     fx *f = *state;
@@ -608,9 +674,11 @@ static void test_batch_split(void **state)
             kvfts_batch_free(b);
             snprintf(key, sizeof key, "s%ld-%d-19", n, split);
             if (!hit || (rc == KVFTS_OK && parts == 0)) {
-                /* no failure, or one in the merging after the commit */
+                /* no failure; one in the merging after the commit (a
+                 * warning); or one with a fallback (an analysis job that
+                 * could not be queued runs in the caller's thread) */
                 assert_int_equal(rc, KVFTS_OK);
-                if (hit)
+                if (hit && kvfts_warning(db)[0])
                     assert_non_null(strstr(kvfts_warning(db), "merging"));
                 assert_doc(db, key, "{\"t\":\"w19 common\"}");
                 continue;
@@ -951,6 +1019,7 @@ int main(void)
         T(test_lookups),
         T(test_config_errors),
         T(test_batch),
+        T(test_batch_held_keys),
         T(test_read_only),
         T(test_alloc_failures),
         T(test_batch_split),
