@@ -19,6 +19,9 @@
  *   keys.db      key   = the user key (UTF-8, 1..250 bytes, as given)
  *                value = byte 0       record version, 2
  *                        bytes 1..4   internal doc id, big-endian u32
+ *                (a B-tree with Berkeley DB's prefix compression when made
+ *                by this version, a plain one when made by an earlier one:
+ *                the records are the same; kv_spaces in kv_bdb.c)
  *   counters.db  key   = counter NAME (logical key "count::NAME")
  *                value = big-endian two's-complement i64
  *   meta.db      "docdict"    u8 version 1, then a zstd dictionary

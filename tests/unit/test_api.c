@@ -2,9 +2,9 @@
  * test_api.c -- unit tests of the public API (include/kvfts.h): documents
  * with CAS and add/replace rules, multi-get, counters and auto keys, counter
  * ranges, lookups kept exact through updates and deletes, config rules,
- * batches and key templates, a batch's held key records, read-only handles,
- * two handles, allocation failures (nothing changes, nothing leaks) and
- * corrupt records.
+ * batches and key templates, a batch's held key records, keys.db
+ * compressed or plain, read-only handles, two handles, allocation failures
+ * (nothing changes, nothing leaks) and corrupt records.
  */
 #include "testutil.h"
 
@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include "kv.h"       /* only for fault injection and corrupting records */
@@ -540,6 +541,96 @@ static void test_batch_held_keys(void **state)
     assert_int_equal(diffs, 0);
 }
 
+/* keys.db is a compressed B-tree when this version makes it; a database
+ * whose plain keys.db an earlier version made (kv_test_plain_files) opens,
+ * stays plain and answers the same to the same writes. */
+static void test_keys_compressed_or_plain(void **state)
+{
+    fx *f = *state;
+    char *pdir = tu_tmpdir();
+    assert_non_null(pdir);
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    o.create = true;
+    kvfts_db *p = NULL;
+    kv_test_plain_files(true);
+    assert_int_equal(kvfts_open(&p, pdir, &o), 0);
+    kv_test_plain_files(false);
+    kvfts_close(p);
+    assert_int_equal(kvfts_open(&p, pdir, NULL), 0);  /* no hook: stays plain */
+    enum { N = 3000 };
+    char key[32], json[64];
+    kvfts_db *dbs[2] = { f->db, p };
+    for (int d = 0; d < 2; d++) {
+        kvfts_batch *b;
+        assert_int_equal(kvfts_batch_begin(&b, dbs[d]), 0);
+        for (int j = 0; j < N; j++) {
+            int i = (j * 7919) % N + 1;
+            snprintf(key, sizeof key, "entry::%d", i);
+            snprintf(json, sizeof json, "{\"n\":%d}", i);
+            assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key),
+                                               S(json)), 0);
+            if (j == N / 2)
+                assert_int_equal(kvfts_batch_commit(b), 0);
+        }
+        assert_int_equal(kvfts_batch_commit(b), 0);
+        kvfts_batch_free(b);
+        for (int i = 1; i <= N; i += 97) {
+            snprintf(key, sizeof key, "entry::%d", i);
+            assert_int_equal(kvfts_del(dbs[d], S(key), 0), 0);
+            snprintf(key, sizeof key, "entry::%d", i + 1);
+            assert_int_equal(kvfts_replace(NULL, dbs[d], S(key), S("{}"), 0),
+                             0);
+            snprintf(key, sizeof key, "entry::%dz", i);
+            assert_int_equal(kvfts_put(NULL, dbs[d], S(key), S("{}"), 0), 0);
+        }
+    }
+    kvfts_close(p);
+    assert_int_equal(kvfts_open(&p, pdir, NULL), 0);
+    dbs[1] = p;
+    for (int i = 1; i <= N + 1; i++) {
+        for (int z = 0; z < 2; z++) {
+            snprintf(key, sizeof key, z ? "entry::%dz" : "entry::%d", i);
+            uint64_t cas0 = 0, cas1 = 0;
+            char *a = doc_of(dbs[0], key, &cas0), *c = doc_of(dbs[1], key,
+                                                            &cas1);
+            assert_true((a == NULL) == (c == NULL));
+            if (a)
+                assert_string_equal(a, c);
+            kvfts_free(a);
+            kvfts_free(c);
+        }
+    }
+    kvfts_docs *r[2];
+    for (int d = 0; d < 2; d++)
+        assert_int_equal(kvfts_get_range(&r[d], dbs[d], S("entry"), 90, 400),
+                         0);
+    assert_int_equal(kvfts_docs_count(r[0]), kvfts_docs_count(r[1]));
+    for (size_t i = 0; i < kvfts_docs_count(r[0]); i++) {
+        const kvfts_doc *x = kvfts_docs_at(r[0], i), *y = kvfts_docs_at(r[1], i);
+        assert_string_equal(x->key, y->key);
+        assert_int_equal(x->status, y->status);
+        if (x->json)
+            assert_string_equal(x->json, y->json);
+    }
+    for (int d = 0; d < 2; d++) {
+        kvfts_docs_free(r[d]);
+        uint64_t diffs = 1;
+        assert_int_equal(kvfts_check(&diffs, dbs[d], NULL, NULL), 0);
+        assert_int_equal(diffs, 0);
+    }
+    kvfts_close(p);
+    /* The compressed file is the smaller by far. */
+    char path[4096];
+    struct stat st[2];
+    snprintf(path, sizeof path, "%s/keys.db", f->dir);
+    assert_int_equal(stat(path, &st[0]), 0);
+    snprintf(path, sizeof path, "%s/keys.db", pdir);
+    assert_int_equal(stat(path, &st[1]), 0);
+    assert_true(st[0].st_size * 2 < st[1].st_size);
+    tu_rmtree(pdir);
+    free(pdir);
+}
+
 static void test_read_only(void **state)
 {
     fx *f = *state;
@@ -1020,6 +1111,7 @@ int main(void)
         T(test_config_errors),
         T(test_batch),
         T(test_batch_held_keys),
+        T(test_keys_compressed_or_plain),
         T(test_read_only),
         T(test_alloc_failures),
         T(test_batch_split),

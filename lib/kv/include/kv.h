@@ -220,6 +220,9 @@ void kv_test_fail_checkpoints(bool on);
  *  next write commit, after counting it in the commit stamps and before
  *  Berkeley DB commits it. */
 void kv_test_die_in_commit(bool on);
+/** Test hook: in this thread, files created are made as earlier versions
+ *  made them (keys.db a plain B-tree). */
+void kv_test_plain_files(bool on);
 
 /** Begin a transaction: a write transaction, or a snapshot read (readers
  *  never wait for writers). */
@@ -277,7 +280,8 @@ typedef struct kv_rec {
 } kv_rec;
 /** kv_put() of @p n records at once (Berkeley DB's bulk put,
  *  DB_MULTIPLE_KEY), in ascending key order (memcmp), no key twice; not for
- *  KV_LOOKUPS or the partitioned spaces. */
+ *  KV_LOOKUPS or the partitioned spaces.  In a compressed B-tree the run is
+ *  merged into the chunks it falls among in one pass. */
 int kv_put_sorted(kv_txn *txn, kv_space space, const kv_rec *v, size_t n,
                   kv_err *err);
 /** Delete key (all its duplicates).  @return KVFTS_OK or KVFTS_ENOTFOUND. */
@@ -461,10 +465,12 @@ int kv_key_put(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
  *  order the documents come.  Keys in file order land all over the B-tree
  *  ("word::10" sorts before "word::2"), and the pages they split stay half
  *  empty; sorted, a load into an empty keys.db appends at the B-tree's
- *  right edge, whose pages Berkeley DB leaves full (GCIDE's keys.db: 7.0 MB
- *  before, 4.4 MB).  While a key is held here it is not in KV_KEYS: a
- *  writer asks kv_pending_key_has() first, and stores the held keys before
- *  it reads that key again. */
+ *  right edge, whose pages Berkeley DB leaves full (GCIDE's plain keys.db:
+ *  7.0 MB before, 4.4 MB).  In a compressed keys.db (kv_bdb.c) an insert
+ *  rewrites a chunk of keys; the bulk put rewrites each chunk it touches
+ *  once.  While a key is held here it is not in KV_KEYS: a writer asks
+ *  kv_pending_key_has() first, and stores the held keys before it reads
+ *  that key again. */
 typedef struct kv_pending_keys {
     kv_buf arena;          /* per key: u8 length, the key, its key record */
     uint32_t *slot;        /* hash set: arena offset + 1, 0 = empty */
