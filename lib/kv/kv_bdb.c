@@ -43,13 +43,15 @@ void kv__bdb_msgs_clear(void)
  * own prefix compression): a leaf item is a chunk of sorted key records,
  * each stored as the length of the prefix it shares with the one before,
  * the rest of the key and its record (GCIDE's 126,236 keys "word::N":
- * about 11 bytes a key, against 28 in a plain B-tree's leaf).  A read
+ * about 11 bytes a key in a chunk, against 28 in a plain B-tree's leaf).
+ * Its pages are KV_PAGE too (once Berkeley DB's choice): the chunk size
+ * follows from the page size and bt_minkey.  A read
  * finds the chunk through the B-tree and decompresses it from its start
  * to the key; a write decompresses and rewrites the whole chunk.  Chunks
  * are at most the B-tree's overflow size, which bt_minkey sets: 16 keeps
  * them at 117 bytes (about 10 keys).  Berkeley DB's default of 2 makes
- * them 1,007 bytes: each document of a load then cost a 20% slower load,
- * and a read of a key decompressed 4x as much.  With 16, kvfts_get of a
+ * them 1,007 bytes: with a put per document that made a load 20% slower,
+ * and a read of a key decompresses 4x as much.  With 16, kvfts_get of a
  * GCIDE key runs about 9% more instructions than with a plain keys.db
  * (36,000 against 33,000; 8 made it 39,000, for a keys.db 0.14 MB
  * smaller), a read of a missing key 20% more.  A batch stores its key
