@@ -13,7 +13,10 @@
  *      (read with a write lock) against add/replace/CAS; for a new
  *      document, an id left; the unique lookups;
  *   3. only then the writes: lookups, the auto-key counter, the sequences,
- *      the document record, and the change handed to the index writer.
+ *      the document record, and the change handed to the index writer (a
+ *      batch holds a new document's key record, and with analysis threads
+ *      its document record, until it writes the index buffer: then they
+ *      are stored sorted, kv_pending_keys in lib/kv/).
  * A refusal (KVFTS_EINVAL, _EEXISTS, _ENOTFOUND, _ECAS) happens in step 1
  * or 2 and leaves nothing behind, so a batch refuses one document and goes
  * on.  A failure in step 3 (disk full, out of memory, a damaged record)
@@ -82,6 +85,8 @@ struct kvfts_batch {
     bool split;              /* a commit out of cache may go in parts */
     size_t parts;            /* commits that went in parts */
     size_t flushed;          /* index bytes flushed since the commit */
+    kv_pending_keys keys;    /* new documents' key records, stored with
+                                the index buffer (batch_segment) */
 };
 
 /* ---- step 1: outside the transaction ----------------------------------- */
@@ -189,6 +194,11 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
      * part of a segment first: a change per document per segment, and its
      * record may not be stored yet (with analysis threads, they encode it
      * and the flush stores it). */
+    kv_pending_keys *held = db->batch ? &db->batch->keys : NULL;
+    if (held && kv_pending_key_has(held, key, klen)) {
+        rc = KV_FLUSH;      /* new in this batch, its key record held */
+        goto done;
+    }
     uint32_t have = 0;
     rc = kv_key_docid(txn, key, klen, &have, true, err);
     if (!rc && idx_doc_buffered(db->iw, have)) {
@@ -282,14 +292,16 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
             rc = idx_doc_write_rec(db->iw, nd.docid, exists ? old.json : NULL,
                                    old.json_len, r->json, r->json_len, &dr,
                                    err);
-        if (!rc && !exists)
-            rc = kv_key_put(txn, key, klen, nd.docid, err);
     } else if (!rc) {
         rc = idx_doc_write(db->iw, nd.docid, exists ? old.json : NULL,
                            old.json_len, r->json, r->json_len, err);
         if (!rc)
-            rc = kv_doc_put(txn, key, klen, &nd, !exists, err);
+            rc = kv_doc_put(txn, key, klen, &nd, !exists && !held, err);
     }
+    if (!rc && !exists && held)
+        rc = kv_pending_key_add(held, key, klen, nd.docid, err);
+    else if (!rc && !exists && idx_writer_defers_records(db->iw))
+        rc = kv_key_put(txn, key, klen, nd.docid, err);
     if (!rc) {
         r->cas_out = nd.cas;
         if (r->key_out) {
@@ -502,7 +514,8 @@ void kvfts_batch_set_mem(kvfts_batch *b, size_t bytes)
 
 bool kvfts_batch_full(const kvfts_batch *b)
 {
-    return idx_buffered_bytes(b->db->iw) + b->log.len >= b->mem;
+    return idx_buffered_bytes(b->db->iw) + b->log.len + b->keys.arena.len >=
+           b->mem;
 }
 
 static void batch_rollback(kvfts_batch *b)
@@ -511,6 +524,7 @@ static void batch_rollback(kvfts_batch *b)
     b->txn = NULL;
     if (b->db->iw)
         idx_discard(b->db->iw);
+    kv_pending_keys_reset(&b->keys);
     kv_buf_reset(&b->log);
     b->pending = 0;
     b->flushed = 0;
@@ -526,11 +540,14 @@ static int batch_txn(kvfts_batch *b, kv_err *err)
     return rc;
 }
 
-/* Write the index buffer as a segment in the batch's transaction. */
+/* Write the held key records, and the index buffer as a segment, in the
+ * batch's transaction. */
 static int batch_segment(kvfts_batch *b, kv_err *err)
 {
     size_t bytes = idx_buffered_bytes(b->db->iw);
-    int rc = idx_flush(b->db->iw, b->txn, err);
+    int rc = kv_pending_keys_store(&b->keys, b->txn, err);
+    if (!rc)
+        rc = idx_flush(b->db->iw, b->txn, err);
     if (!rc)
         b->flushed += bytes;
     return rc;
@@ -565,6 +582,7 @@ static int batch_replay(kvfts_batch *b, kv_err *err)
     kv_txn_abort(b->txn);
     b->txn = NULL;
     idx_discard(b->db->iw);
+    kv_pending_keys_reset(&b->keys);
     b->flushed = 0;
     int rc = batch_txn(b, err);
     size_t off = 0;
@@ -841,6 +859,7 @@ static int batch_commit_part(kvfts_batch *b, size_t first, size_t off,
     int rc;
     for (int attempt = 0;; attempt++) {
         idx_discard(b->db->iw);
+        kv_pending_keys_reset(&b->keys);
         rc = batch_txn(b, err);
         size_t o = off;
         for (size_t i = 0; i < n && !rc; i++) {
@@ -850,6 +869,8 @@ static int batch_commit_part(kvfts_batch *b, size_t first, size_t off,
             rc = batch_apply(b, &it, key, key + it.key_len, NULL, err);
             o += sizeof it + it.key_len + it.json_len;
         }
+        if (!rc)
+            rc = kv_pending_keys_store(&b->keys, b->txn, err);
         if (!rc)
             rc = idx_flush(b->db->iw, b->txn, err);
         if (!rc) {
@@ -951,6 +972,7 @@ void kvfts_batch_free(kvfts_batch *b)
     }
     kv_buf_free(&b->log);
     kv_buf_free(&b->json);
+    kv_pending_keys_free(&b->keys);
     kv_free(b);
 }
 

@@ -19,6 +19,9 @@
  *   keys.db      key   = the user key (UTF-8, 1..250 bytes, as given)
  *                value = byte 0       record version, 2
  *                        bytes 1..4   internal doc id, big-endian u32
+ *                (a B-tree with Berkeley DB's prefix compression when made
+ *                by this version, a plain one when made by an earlier one:
+ *                the records are the same; kv_spaces in kv_bdb.c)
  *   counters.db  key   = counter NAME (logical key "count::NAME")
  *                value = big-endian two's-complement i64
  *   meta.db      "docdict"    u8 version 1, then a zstd dictionary
@@ -38,7 +41,9 @@
  * 88 MB keyed by name, 50 MB keyed by id), and Berkeley DB's bulk
  * transactions do not log inserts into pages they allocated themselves.
  * A search reads its hits' documents by id in one B-tree read each; a read
- * by key goes through the small keys.db first.
+ * by key goes through the small keys.db first.  User keys do arrive in any
+ * order, so a batch holds its new key records (kv_pending_keys) and stores
+ * them sorted, in one bulk put, when it writes its index buffer.
  *
  * Documents of ZSTD_MIN bytes or more are compressed with zstd (Debian's
  * libzstd; level ZSTD_LEVEL) when that makes them shorter, as Lucene
@@ -61,7 +66,9 @@
  */
 #include "kv.h"
 
+#include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #define ZDICT_STATIC_LINKING_ONLY   /* ZDICT_trainFromBuffer_fastCover */
 #include <zdict.h>
@@ -593,15 +600,150 @@ int kv_doc_put_record(kv_txn *txn, uint32_t docid, const char *rec,
     return kv_put(txn, KV_DOCS, id, 4, rec, len, err);
 }
 
+static void key_record(unsigned char kr[KEY_RECORD], uint32_t docid)
+{
+    kr[0] = DOC_VERSION;
+    kv_put_be32(kr + 1, docid);
+}
+
 int kv_key_put(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
                kv_err *err)
 {
     if (klen == 0 || klen > KVFTS_MAX_KEY)
         return kv_seterr(err, KVFTS_EINVAL, "key of %zu bytes", klen);
     unsigned char kr[KEY_RECORD];
-    kr[0] = DOC_VERSION;
-    kv_put_be32(kr + 1, docid);
+    key_record(kr, docid);
     return kv_put(txn, KV_KEYS, key, klen, kr, sizeof kr, err);
+}
+
+/* ---- held key records ---------------------------------------------------- */
+
+static uint32_t key_hash(const char *key, size_t klen)
+{
+    uint32_t h = 2166136261u;                 /* FNV-1a */
+    for (size_t i = 0; i < klen; i++)
+        h = (h ^ (unsigned char)key[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of key in p's set: the one that holds it, or the empty one where
+ * it would go. */
+static size_t pending_slot(const kv_pending_keys *p, const char *key,
+                           size_t klen)
+{
+    size_t mask = p->nslots - 1, i = key_hash(key, klen) & mask;
+    for (;; i = (i + 1) & mask) {
+        uint32_t s = p->slot[i];
+        if (s == 0)
+            return i;
+        const unsigned char *e = (const unsigned char *)p->arena.data + s - 1;
+        if (e[0] == klen && memcmp(e + 1, key, klen) == 0)
+            return i;
+    }
+}
+
+bool kv_pending_key_has(const kv_pending_keys *p, const char *key,
+                        size_t klen)
+{
+    return p->n > 0 && p->slot[pending_slot(p, key, klen)] != 0;
+}
+
+static int pending_grow(kv_pending_keys *p, kv_err *err)
+{
+    size_t nslots = p->nslots ? p->nslots * 2 : 1024;
+    uint32_t *slot = kv_calloc(nslots, sizeof *slot);
+    if (!slot)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    uint32_t *old = p->slot;
+    size_t nold = p->nslots;
+    p->slot = slot;
+    p->nslots = nslots;
+    for (size_t i = 0; i < nold; i++) {
+        if (!old[i])
+            continue;
+        const unsigned char *e = (const unsigned char *)p->arena.data +
+                                 old[i] - 1;
+        p->slot[pending_slot(p, (const char *)e + 1, e[0])] = old[i];
+    }
+    kv_free(old);
+    return KVFTS_OK;
+}
+
+int kv_pending_key_add(kv_pending_keys *p, const char *key, size_t klen,
+                       uint32_t docid, kv_err *err)
+{
+    if (klen == 0 || klen > KVFTS_MAX_KEY)
+        return kv_seterr(err, KVFTS_EINVAL, "key of %zu bytes", klen);
+    if (p->arena.len + 1 + klen + KEY_RECORD >= UINT32_MAX)
+        return kv_seterr(err, KVFTS_ENOMEM, "too many held keys");
+    int rc = KVFTS_OK;
+    if ((p->n + 1) * 2 > p->nslots)
+        rc = pending_grow(p, err);
+    if (!rc)
+        rc = kv_buf_reserve(&p->arena, 1 + klen + KEY_RECORD, err);
+    if (rc)
+        return rc;
+    size_t at = p->arena.len;
+    unsigned char *e = (unsigned char *)p->arena.data + at;
+    e[0] = (unsigned char)klen;
+    memcpy(e + 1, key, klen);
+    key_record(e + 1 + klen, docid);
+    p->arena.len += 1 + klen + KEY_RECORD;
+    size_t i = pending_slot(p, key, klen);
+    assert(p->slot[i] == 0);
+    p->slot[i] = (uint32_t)at + 1;
+    p->n++;
+    return KVFTS_OK;
+}
+
+static int rec_cmp(const void *a, const void *b)
+{
+    const kv_rec *x = a, *y = b;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = memcmp(x->key, y->key, n);
+    return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+int kv_pending_keys_store(kv_pending_keys *p, kv_txn *txn, kv_err *err)
+{
+    if (p->n == 0)
+        return KVFTS_OK;
+    kv_rec *v = kv_malloc(p->n * sizeof *v);
+    if (!v)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    size_t n = 0;
+    for (size_t off = 0; off < p->arena.len; n++) {
+        const unsigned char *e = (const unsigned char *)p->arena.data + off;
+        v[n].key = e + 1;
+        v[n].klen = e[0];
+        v[n].val = e + 1 + e[0];
+        v[n].vlen = KEY_RECORD;
+        off += 1 + e[0] + KEY_RECORD;
+    }
+    assert(n == p->n);
+    qsort(v, n, sizeof *v, rec_cmp);
+    int rc = kv_put_sorted(txn, KV_KEYS, v, n, err);
+    kv_free(v);
+    if (!rc)
+        kv_pending_keys_reset(p);
+    return rc;
+}
+
+void kv_pending_keys_reset(kv_pending_keys *p)
+{
+    if (p->n)
+        memset(p->slot, 0, p->nslots * sizeof *p->slot);
+    p->n = 0;
+    kv_buf_reset(&p->arena);
+}
+
+void kv_pending_keys_free(kv_pending_keys *p)
+{
+    kv_buf_free(&p->arena);
+    kv_free(p->slot);
+    p->slot = NULL;
+    p->nslots = 0;
+    p->n = 0;
 }
 
 int kv_doc_put(kv_txn *txn, const char *key, size_t klen, const kv_doc *doc,

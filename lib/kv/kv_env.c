@@ -8,6 +8,8 @@
  * Directory layout (one environment, "beside" each other):
  *
  *   DIR/keys.db       B-tree  user key            -> key record: doc id
+ *                     (prefix-compressed when this version made it:
+ *                     kv_spaces in kv_bdb.c)
  *   DIR/docs.db       B-tree  be32 internal id    -> doc record: CAS, key,
  *                                                    JSON (both in kv_doc.c)
  *   DIR/seg-XXXXXXXX.db  two B-trees, "terms" and "postings" (KV_TERMS,
@@ -178,6 +180,14 @@ static long long now_ns(void)
 void kv_test_fail_checkpoints(bool on)
 {
     tls_fail_checkpoints = on;
+}
+
+/* Test hook: kv_test_plain_files. */
+static _Thread_local bool tls_plain_files;
+
+void kv_test_plain_files(bool on)
+{
+    tls_plain_files = on;
 }
 
 /* Test hook: kv_test_die_in_commit. */
@@ -735,6 +745,18 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
         db->close(db, 0);
         return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s is "
                          "missing", dir, kv_spaces[s].file);
+    }
+    if (!exists && kv_spaces[s].compress_minkey && !tls_plain_files) {
+        /* only a new file: an existing one says in its meta page */
+        ret = db->set_bt_compress(db, NULL, NULL);
+        if (!ret)
+            ret = db->set_bt_minkey(db, kv_spaces[s].compress_minkey);
+        if (ret) {
+            db->close(db, 0);
+            return kv_seterr(err, KVFTS_ERROR, "database '%s': %s: cannot "
+                             "set compression: %s", dir, kv_spaces[s].file,
+                             db_strerror(ret));
+        }
     }
     ret = kv__db_open(in->env, db, kv_spaces[s].file, NULL, exists);
     if (ret) {

@@ -133,12 +133,16 @@ struct kv_cursor {
     kv_buf skey;       /* the search key of a DB_SET/DB_SET_RANGE */
 };
 
-/* The physical databases: file, name for messages, flags, page size. */
+/* The physical databases: file, name for messages, flags, page size, and
+ * how a new file is made compressed (kv_bdb.c). */
 typedef struct kv_space_def {
     const char *file;     /* NULL: partitioned, a file per segment */
     const char *name;
     u_int32_t flags;      /* DB->set_flags */
     u_int32_t pagesize;   /* 0 = Berkeley DB's choice */
+    u_int32_t compress_minkey;  /* not 0: a file created now is a
+                                   prefix-compressed B-tree with this
+                                   DB->set_bt_minkey */
 } kv_space_def;
 extern const kv_space_def kv_spaces[KV_NSPACES];
 

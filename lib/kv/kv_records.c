@@ -118,6 +118,55 @@ int kv_put(kv_txn *t, kv_space s, const void *key, size_t klen,
     return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
 }
 
+int kv_put_sorted(kv_txn *t, kv_space s, const kv_rec *v, size_t n,
+                  kv_err *err)
+{
+    if (n == 0)
+        return KVFTS_OK;
+    if (kv__parted(s))
+        return kv_seterr(err, KVFTS_EINVAL, "%s: no bulk puts",
+                         kv_spaces[s].name);
+    /* DB_MULTIPLE_KEY: the records from the front, four u32 (offsets and
+     * lengths) per record from the back, and a terminating u32. */
+    size_t bytes = 4;
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_len(v[i].klen, err);
+        if (!rc)
+            rc = check_len(v[i].vlen, err);
+        if (rc)
+            return rc;
+        bytes += v[i].klen + v[i].vlen + 16;
+    }
+    bytes = (bytes + 3) & ~(size_t)3;
+    if (bytes > UINT32_MAX / 2)
+        return kv_seterr(err, KVFTS_EINVAL, "%s: bulk put of %zu bytes too "
+                         "large", kv_spaces[s].name, bytes);
+    void *buf = kv_malloc(bytes);
+    if (!buf)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    DBT m;
+    memset(&m, 0, sizeof m);
+    m.data = buf;
+    m.ulen = (u_int32_t)bytes;
+    m.flags = DB_DBT_USERMEM;
+    void *p;
+    DB_MULTIPLE_WRITE_INIT(p, &m);
+    for (size_t i = 0; i < n && p; i++)
+        DB_MULTIPLE_KEY_WRITE_NEXT(p, &m, v[i].key, (u_int32_t)v[i].klen,
+                                   v[i].val, (u_int32_t)v[i].vlen);
+    int rc;
+    if (!p) {
+        rc = kv_seterr(err, KVFTS_ERROR, "%s: bulk put buffer too small",
+                       kv_spaces[s].name);
+    } else {
+        DB *db = t->inst->db[s];
+        int ret = db->put(db, t->txn, &m, NULL, DB_MULTIPLE_KEY);
+        rc = kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+    }
+    kv_free(buf);
+    return rc;
+}
+
 int kv_del(kv_txn *t, kv_space s, const void *key, size_t klen, kv_err *err)
 {
     DB *db = NULL;
