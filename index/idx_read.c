@@ -1421,7 +1421,7 @@ int idx_postings_need(idx_postings *p, int level, kv_err *err)
 uint32_t idx_postings_tf(const idx_postings *p)
 {
     const segcur *sc = p->at;
-    if (!sc || sc->blk.decoded < IDX_DEC_VIEWS)
+    if (!sc || !idx_block_has_views(&sc->blk, sc->i))
         return 0;
     const idx_plist *l = &sc->blk.l;
     uint32_t tf = 0;
