@@ -1294,11 +1294,34 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
     }
     if (!p->started || p->eof || !p->at)
         return KVFTS_OK;
-    if (p->nsc == 1 && p->ndel == 0 && !p->at->filter) {
+    if (p->ndel == 0 && !p->at->filter) {
+        /* The current cursor's block up to the next id another cursor
+         * stands at (their ids to come are all at or past it), as it is:
+         * a load's segments hold ranges of ids apart, so this is most of
+         * a list over several segments. */
         const segcur *sc = p->at;
-        *ids = sc->blk.l.ids + sc->i;
-        *n = sc->blk.l.n - sc->i;
-        return KVFTS_OK;
+        uint32_t next = NOWHERE;
+        for (uint32_t s = 0; s < p->nsc; s++)
+            if (&p->sc[s] != sc && p->sc[s].cur < next)
+                next = p->sc[s].cur;
+        const uint32_t *v = sc->blk.l.ids + sc->i;
+        uint32_t k = sc->blk.l.n - sc->i;
+        if (next != NOWHERE && v[k - 1] >= next) {
+            uint32_t lo = 0, hi = k;
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (v[mid] < next)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            k = lo;
+        }
+        if (k) {
+            *ids = v;
+            *n = k;
+            return KVFTS_OK;
+        }
     }
     /* The merged run of the loaded blocks is kept until a cursor loads
      * another block: a count asks for the run of the same blocks from
