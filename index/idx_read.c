@@ -1294,16 +1294,21 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
     }
     if (!p->started || p->eof || !p->at)
         return KVFTS_OK;
-    if (p->ndel == 0 && !p->at->filter) {
+    if (!p->at->filter) {
         /* The current cursor's block up to the next id another cursor
-         * stands at (their ids to come are all at or past it), as it is:
-         * a load's segments hold ranges of ids apart, so this is most of
-         * a list over several segments. */
+         * stands at (their ids to come are all at or past it), as it is,
+         * unless a deletion falls in it: a load's segments hold ranges of
+         * ids apart, so this is most of a list over several segments.
+         * (The run must reach idx_postings_block_last(): callers take an
+         * id past its end for one the term does not hold.) */
         const segcur *sc = p->at;
         uint32_t next = NOWHERE;
         for (uint32_t s = 0; s < p->nsc; s++)
             if (&p->sc[s] != sc && p->sc[s].cur < next)
                 next = p->sc[s].cur;
+        uint32_t d = p->dat;   /* (left where it is: see below) */
+        while (d < p->ndel && p->dels[d] < p->cur)
+            d++;
         const uint32_t *v = sc->blk.l.ids + sc->i;
         uint32_t k = sc->blk.l.n - sc->i;
         if (next != NOWHERE && v[k - 1] >= next) {
@@ -1317,7 +1322,7 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
             }
             k = lo;
         }
-        if (k) {
+        if (k && (d == p->ndel || p->dels[d] > v[k - 1])) {
             *ids = v;
             *n = k;
             return KVFTS_OK;
