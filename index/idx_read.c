@@ -1782,24 +1782,25 @@ static int block_postings(prefix_ctx *c, const idx_entry *e, bool filter,
 {
     /* without tfs: a filter reads the columns alone, and each posting
      * has tf 1 */
-    bool views = c->tf || filter;
     int rc = c->tf ? idx_block_need(&c->blk, IDX_DEC_VIEWS, err)
            : filter ? idx_block_need_cols(&c->blk, err) : KVFTS_OK;
     if (rc)
         return rc;
     const idx_plist *l = &c->blk.l;
     for (uint32_t i = 0; i < l->n; i++) {
-        uint32_t tf = 1;
-        if (views) {
-            tf = 0;
+        uint32_t tf = 0;
+        if (c->tf) {
             for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
                 if (!filter || c->sel[l->vcol[v]])
-                    tf += c->tf ? l->vtf[v] : 1;
-            if (!tf)
-                continue;
-            if (!c->tf)
-                tf = 1;
+                    tf += l->vtf[v];
+        } else if (filter) {
+            for (uint32_t v = l->vstart[i]; !tf && v < l->vstart[i + 1]; v++)
+                tf = c->sel[l->vcol[v]];
+        } else {
+            tf = 1;
         }
+        if (!tf)
+            continue;
         if (collect) {
             if ((rc = idx__grow(&c->pp, &c->ppcap, (uint64_t)c->npp + 1,
                                 sizeof *c->pp, err)))
