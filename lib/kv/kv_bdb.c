@@ -64,14 +64,14 @@ void kv__bdb_msgs_clear(void)
  * database made by an earlier version keeps its plain keys.db, in the
  * same format. */
 const kv_space_def kv_spaces[KV_NSPACES] = {
-    [KV_DOCS] = { "docs.db", "documents", 0, KV_PAGE },
+    [KV_DOCS] = { "docs.db", "documents", 0, KV_PAGE, 0 },
     [KV_KEYS] = { "keys.db", "document keys", 0, KV_PAGE, 16 },
-    [KV_POSTINGS] = { NULL, "postings", 0, KV_PAGE },
-    [KV_LOOKUPS] = { "lookups.db", "lookups", DB_DUPSORT, 0 },
-    [KV_COUNTERS] = { "counters.db", "counters", 0, 0 },
-    [KV_META] = { "meta.db", "meta", 0, 0 },
-    [KV_DOCLENS] = { "doclens.db", "document lengths", 0, 0 },
-    [KV_TERMS] = { NULL, "terms", 0, KV_PAGE },
+    [KV_POSTINGS] = { NULL, "postings", 0, KV_PAGE, 0 },
+    [KV_LOOKUPS] = { "lookups.db", "lookups", DB_DUPSORT, 0, 0 },
+    [KV_COUNTERS] = { "counters.db", "counters", 0, 0, 0 },
+    [KV_META] = { "meta.db", "meta", 0, 0, 0 },
+    [KV_DOCLENS] = { "doclens.db", "document lengths", 0, 0, 0 },
+    [KV_TERMS] = { NULL, "terms", 0, KV_PAGE, 0 },
 };
 
 void kv__inst_mark_dead(bdb_inst *in)
