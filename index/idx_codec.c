@@ -372,49 +372,59 @@ static int corrupt_block(const idx_block *b, const char *what, kv_err *err)
                      "first id %u)", what, b->l.n ? b->l.ids[0] : 0);
 }
 
-/* Stage 2, first half: view counts and columns, what a field's filter
- * reads (doc_selected in idx_read.c): the tfs stay undecoded. */
-static int decode_cols(idx_block *b, uint32_t ncols, kv_err *err)
+/* Stage 2, the view counts: l.vstart, and the number of views (l.nv), with
+ * room for that many; the column stream checked for their size. */
+static int decode_counts(idx_block *b, uint32_t ncols, kv_err *err)
 {
     idx_plist *l = &b->l;
     uint32_t n = l->n;
     const unsigned char *vc = b->tmp + b->idb, *vx = vc + b->vcb;
     uint64_t nv = n;
-    if (!b->oneview) {
+    if (b->oneview) {
+        if (b->vcb || b->vxb || ncols < 1)
+            return corrupt_block(b, "views", err);
+        for (uint32_t i = 0; i <= n; i++)
+            l->vstart[i] = i;
+    } else {
         if (b->scap < n + 1 &&
             idx__grow(&b->scratch, &b->scap, (uint64_t)n + 1, 4, err))
             return KVFTS_ENOMEM;
         idx_svb_decode_0124(vc, b->scratch, n);
+        /* vstart is as long as ids (the document count is reserved) */
         nv = 0;
-        for (uint32_t i = 0; i < n; i++)
+        for (uint32_t i = 0; i < n; i++) {
+            l->vstart[i] = (uint32_t)nv;
             nv += (uint64_t)b->scratch[i] + 1;
+        }
+        l->vstart[n] = (uint32_t)nv;
         if (nv > (uint64_t)n * (ncols ? ncols : 1) || nv > UINT32_MAX / 8 ||
             idx_svb_size(vx, b->vxb, (uint32_t)nv, false) != b->vxb)
             return corrupt_block(b, "views", err);
-    } else if (b->vcb || b->vxb || ncols < 1) {
-        return corrupt_block(b, "views", err);
     }
     l->nv = 0;
     int rc = idx_plist_reserve(l, 0, nv, 0, err);
+    if (!rc)
+        l->nv = (uint32_t)nv;
+    return rc;
+}
+
+/* Stage 2, first half: view counts and columns, what a field's filter
+ * reads (doc_selected in idx_read.c): the tfs stay undecoded. */
+static int decode_cols(idx_block *b, uint32_t ncols, kv_err *err)
+{
+    idx_plist *l = &b->l;
+    int rc = decode_counts(b, ncols, err);
     if (rc)
         return rc;
-    if (b->oneview) {
-        for (uint32_t i = 0; i <= n; i++)
-            l->vstart[i] = i;
+    uint32_t nv = l->nv;
+    if (b->oneview)
         memset(l->vcol, 0, (size_t)nv * 4);
-    } else {
-        uint32_t acc = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            l->vstart[i] = acc;
-            acc += b->scratch[i] + 1;
-        }
-        l->vstart[n] = acc;
-        idx_svb_decode(vx, l->vcol, (uint32_t)nv);
-    }
+    else
+        idx_svb_decode(b->tmp + b->idb + b->vcb, l->vcol, nv);
     const uint32_t *restrict vcol = l->vcol;
     bool bad = false;
     uint64_t mask = 0;
-    for (uint32_t v = 0; v < (uint32_t)nv; v++) {
+    for (uint32_t v = 0; v < nv; v++) {
         bad |= vcol[v] >= ncols;
         mask |= 1ull << (vcol[v] < 63 ? vcol[v] : 63);
     }
@@ -422,7 +432,6 @@ static int decode_cols(idx_block *b, uint32_t ncols, kv_err *err)
         return corrupt_block(b, "view columns", err);
     if (mask != b->colmask)
         return corrupt_block(b, "block summary", err);
-    l->nv = (uint32_t)nv;
     b->cols = true;
     return KVFTS_OK;
 }
@@ -582,30 +591,9 @@ static int bydoc_index(idx_block *b, kv_err *err)
         rc = decode_cols(b, b->ncols, err);  /* no column stream: cheap */
     if (rc)
         return rc;
+    if (!b->cols && (rc = decode_counts(b, b->ncols, err)))
+        return rc;
     uint64_t nv = l->nv;
-    if (!b->cols) {
-        const unsigned char *vc = b->tmp + b->idb, *vx = vc + b->vcb;
-        if (b->scap < n + 1 &&
-            idx__grow(&b->scratch, &b->scap, (uint64_t)n + 1, 4, err))
-            return KVFTS_ENOMEM;
-        idx_svb_decode_0124(vc, b->scratch, n);
-        /* vstart is as long as ids (the document count is reserved) */
-        uint64_t acc = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            l->vstart[i] = (uint32_t)acc;
-            acc += (uint64_t)b->scratch[i] + 1;
-        }
-        l->vstart[n] = (uint32_t)acc;
-        nv = acc;
-        if (nv > (uint64_t)n * (b->ncols ? b->ncols : 1) ||
-            nv > UINT32_MAX / 8 || (nv + 3) / 4 > b->vxb ||
-            idx_svb_span(vx, 0, (uint32_t)nv) != b->vxb - (nv + 3) / 4)
-            return corrupt_block(b, "views", err);
-        l->nv = 0;
-        if ((rc = idx_plist_reserve(l, 0, nv, 0, err)))
-            return rc;
-        l->nv = (uint32_t)nv;
-    }
     const unsigned char *tf = b->tmp + b->idb + b->vcb + b->vxb;
     if (idx_svb_size(tf, b->tfb, (uint32_t)nv, true) != b->tfb)
         return corrupt_block(b, "term frequencies", err);
