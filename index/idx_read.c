@@ -768,25 +768,8 @@ static int block_settle(segcur *sc, uint32_t i, uint32_t target, bool *left,
 {
     idx_plist *l = &sc->blk.l;
     *left = false;
-    /* gallop to the first id >= target */
-    if (target && i < l->n && l->ids[i] < target) {
-        uint32_t lo = i, hi = i, stride = 1, n = l->n;
-        while (hi < n && l->ids[hi] < target) {
-            lo = hi + 1;
-            hi += stride;
-            stride *= 2;
-        }
-        if (hi > n)
-            hi = n;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (l->ids[mid] < target)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        i = lo;
-    }
+    if (target && i < l->n)
+        i = idx_gallop(l->ids, i, l->n, target);
     if (sc->filter && i < l->n) {
         int rc = idx_block_need_cols(&sc->blk, err);
         if (rc)
@@ -1311,17 +1294,8 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
             d++;
         const uint32_t *v = sc->blk.l.ids + sc->i;
         uint32_t k = sc->blk.l.n - sc->i;
-        if (next != NOWHERE && v[k - 1] >= next) {
-            uint32_t lo = 0, hi = k;
-            while (lo < hi) {
-                uint32_t mid = lo + (hi - lo) / 2;
-                if (v[mid] < next)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            k = lo;
-        }
+        if (next != NOWHERE && v[k - 1] >= next)
+            k = idx_gallop(v, 0, k, next);
         if (k && (d == p->ndel || p->dels[d] > v[k - 1])) {
             *ids = v;
             *n = k;
@@ -1339,15 +1313,8 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
     for (uint32_t s = 0; s < p->nsc; s++)
         key += p->sc[s].gen;
     if (p->runn && key == p->runkey && p->run[p->runn - 1] >= p->cur) {
-        uint32_t lo = p->run[p->runat] <= p->cur ? p->runat : 0;
-        uint32_t hi = p->runn;
-        while (lo < hi) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            if (p->run[mid] < p->cur)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        uint32_t lo = idx_gallop(p->run, p->run[p->runat] <= p->cur
+                                         ? p->runat : 0, p->runn, p->cur);
         if (lo < p->runn && p->run[lo] == p->cur) {
             p->runat = lo;
             *ids = p->run + lo;

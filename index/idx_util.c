@@ -15,6 +15,27 @@
 
 /* ---- growable arrays ---------------------------------------------------- */
 
+uint32_t idx_gallop(const uint32_t *a, uint32_t from, uint32_t n,
+                    uint32_t x)
+{
+    uint32_t lo = from, hi = from, step = 1;
+    while (hi < n && a[hi] < x) {
+        lo = hi + 1;
+        hi += step;
+        step *= 2;
+    }
+    if (hi > n)
+        hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 int idx__grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
                 kv_err *err)
 {

@@ -268,28 +268,6 @@ static double kid_bound(qry_iter *k, qry_ctx *cx, uint32_t *upto)
  * block none of the buffer's ids fall in is stepped over by its key and
  * header (idx_postings_skip_to), never decoded. */
 
-/* First index >= from in a[0..n) whose value is >= x. */
-static uint32_t gallop(const uint32_t *a, uint32_t from, uint32_t n,
-                       uint32_t x)
-{
-    uint32_t lo = from, hi = from, step = 1;
-    while (hi < n && a[hi] < x) {
-        lo = hi + 1;
-        hi += step;
-        step *= 2;
-    }
-    if (hi > n)
-        hi = n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Keep in buf[0..m) (ascending) the ids postings p holds (keep) or does
  * not hold (!keep); *out = how many are kept.  p only moves forward. */
 #define ISECT_FEW 4
@@ -336,7 +314,7 @@ static int isect_postings(idx_postings *p, uint32_t *buf, size_t m,
                     buf[o++] = buf[j];
                 j++;
             } else if (buf[j] > r[x]) {
-                x = gallop(r, x + 1, rn, buf[j]);
+                x = idx_gallop(r, x + 1, rn, buf[j]);
             } else {
                 if (keep)
                     buf[o++] = buf[j];
@@ -849,7 +827,7 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
                 if (b.v[j] < r[x])
                     j++;
                 else if (b.v[j] > r[x])
-                    x = gallop(r, x + 1, rn, b.v[j]);
+                    x = idx_gallop(r, x + 1, rn, b.v[j]);
                 else {
                     b.v[o++] = b.v[j++];
                     x++;

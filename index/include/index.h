@@ -49,6 +49,11 @@
 /** Documents per postings block at most. */
 #define IDX_BLOCK_DOCS 128
 
+/** The first index i in [@p from, @p n) with a[i] >= @p x (n if none), in
+ *  ascending a: galloping from @p from, then a binary search. */
+uint32_t idx_gallop(const uint32_t *a, uint32_t from, uint32_t n,
+                    uint32_t x);
+
 /** Kinds of a column: a field's own terms, `_all`'s terms from the field. */
 enum { IDX_KIND_FIELD = 1, IDX_KIND_ALL = 2 };
 
