@@ -72,6 +72,7 @@
 #include <string.h>
 #define ZDICT_STATIC_LINKING_ONLY   /* ZDICT_trainFromBuffer_fastCover */
 #include <zdict.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #define DOC_VERSION 2
@@ -620,10 +621,7 @@ int kv_key_put(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
 
 static uint32_t key_hash(const char *key, size_t klen)
 {
-    uint32_t h = 2166136261u;                 /* FNV-1a */
-    for (size_t i = 0; i < klen; i++)
-        h = (h ^ (unsigned char)key[i]) * 16777619u;
-    return h;
+    return (uint32_t)XXH3_64bits(key, klen);   /* as index/'s term table */
 }
 
 /* The slot of key in p's set: the one that holds it, or the empty one where
