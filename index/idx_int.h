@@ -525,6 +525,16 @@ int idx_segw_term_begin(idx_segw *w, const char *term, size_t tlen,
 /** Postings [from, to) of @p l, after the term's earlier ones. */
 int idx_segw_term_add(idx_segw *w, const idx_plist *l, uint32_t from,
                       uint32_t to, kv_err *err);
+/** Add a block record of another segment as it is (@p rec, @p len), its
+ *  ids and columns decoded in @p b (idx_block_need_cols): its column
+ *  indexes must be this term's, its ids after the term's so far.  The
+ *  pending postings are written as a block first.  A merge copies the
+ *  blocks that nothing in the run changes so (idx_merge.c). */
+int idx_segw_term_add_block(idx_segw *w, const idx_block *b,
+                            const char *rec, size_t len, kv_err *err);
+/** Test hook: @p on false makes this thread's merges merge every block
+ *  posting by posting, as they did before copying blocks (default true). */
+void idx_test_merge_copy(bool on);
 /** End the term with its deletions (ids ascending; per column counts,
  *  `_all` count). */
 int idx_segw_term_end(idx_segw *w, const uint32_t *dels, uint32_t ndel,

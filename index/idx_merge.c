@@ -195,6 +195,8 @@ typedef struct input {
     kv_cursor *bc;
     idx_block blk;
     uint32_t i;            /* next doc in blk */
+    const char *raw;       /* blk's record (the cursor's), if external */
+    size_t rawlen;
     bool blk_have;
     bool ended;            /* no more postings for this term */
     uint32_t *map;         /* entry column index -> output index */
@@ -218,6 +220,7 @@ typedef struct merger {
     uint64_t *ndelc;       /* per output column */
     uint32_t ndcap;
     uint64_t ndel_all;
+    bool positions;        /* the output term has positions */
     idx_plist out;         /* postings on their way to the writer */
     uint32_t *idbuf;
     uint32_t idcap;
@@ -267,6 +270,7 @@ static int input_block(input *x, kv_txn *txn, kv_err *err)
             return KVFTS_OK;
         }
         x->blk_have = true;
+        x->raw = NULL;
         return idx_block_decode(&x->blk, e->first, e->blk, e->blk_len,
                                 e->ncols, IDX_DEC_POS, err);
     }
@@ -299,9 +303,12 @@ static int input_block(input *x, kv_txn *txn, kv_err *err)
         return KVFTS_OK;
     }
     kv_cursor_val(x->bc, &v, &vl);
+    /* ids only: a block copied as it is (merge_term) needs no more */
+    x->raw = v;
+    x->rawlen = vl;
     return idx_block_decode(&x->blk, kv_get_be32((const unsigned char *)k +
                                                  9), v, vl, e->ncols,
-                            IDX_DEC_POS, err);
+                            IDX_DEC_IDS, err);
 }
 
 /* x's current posting id (UINT32_MAX when it has none left). */
@@ -348,6 +355,9 @@ static int out_flush(merger *g, kv_err *err)
 static int apply_del(merger *g, input **live, uint32_t id, kv_err *err)
 {
     if (*live) {
+        int rc = idx_block_need(&(*live)->blk, IDX_DEC_VIEWS, err);
+        if (rc)
+            return rc;
         const idx_plist *l = &(*live)->blk.l;
         bool all = false;
         for (uint32_t v = l->vstart[(*live)->i];
@@ -366,6 +376,57 @@ static int apply_del(merger *g, input **live, uint32_t id, kv_err *err)
     if (!rc)
         g->keep[g->nkeep++] = id;
     return rc;
+}
+
+/* Test hook: idx_test_merge_copy. */
+static _Thread_local bool tls_no_copy;
+
+void idx_test_merge_copy(bool on)
+{
+    tls_no_copy = !on;
+}
+
+/* The block an input starts at id, copied to the output as it is, when
+ * nothing in the run changes it: it is a block record of its own, no
+ * other input has a posting in its id range and no deletion of the run
+ * falls in it (dels from dat on are at id or after), and its column
+ * indexes are the output's.  Then its ids and columns are all that is
+ * decoded, and it is not encoded again (segments of consecutive batches
+ * hold id ranges apart, so most blocks of a merge are so).  *copied: it
+ * was, and the input is on its next block. */
+static int copy_block(merger *g, uint32_t id, uint32_t dat, bool *copied,
+                      kv_err *err)
+{
+    input *x = NULL;
+    uint32_t next = UINT32_MAX;    /* the other inputs' smallest id */
+    for (uint32_t i = 0; i < g->nin; i++) {
+        uint32_t y = input_id(&g->in[i]);
+        if (y == id && !x)
+            x = &g->in[i];
+        else if (y < next)
+            next = y;
+    }
+    if (!x || x->i != 0 || !x->raw || x->blk.decoded != IDX_DEC_IDS ||
+        tls_no_copy)
+        return KVFTS_OK;
+    const idx_plist *l = &x->blk.l;
+    uint32_t last = l->ids[l->n - 1];
+    if (last >= next || (dat < g->ndel && g->dels[dat] <= last) ||
+        l->positions != g->positions)
+        return KVFTS_OK;
+    for (uint32_t c = 0; c < x->e->ncols; c++)
+        if (x->map[c] != c)
+            return KVFTS_OK;
+    int rc = out_flush(g, err);
+    if (!rc)
+        rc = idx_block_need_cols(&x->blk, err);
+    if (!rc)
+        rc = idx_segw_term_add_block(g->w, &x->blk, x->raw, x->rawlen, err);
+    if (rc)
+        return rc;
+    *copied = true;
+    x->i = l->n - 1;
+    return input_step(x, g->txn, err);
 }
 
 /* Merge the term the inputs in `have` are on. */
@@ -440,6 +501,7 @@ static int merge_term(merger *g, const char *term, size_t tlen, kv_err *err)
     }
     if (rc)
         return rc;
+    g->positions = positions;
     rc = idx_segw_term_begin(g->w, term, tlen, g->table, g->ntab, positions,
                              err);
     idx_plist_reset(&g->out, positions);
@@ -476,6 +538,11 @@ static int merge_term(merger *g, const char *term, size_t tlen, kv_err *err)
         }
         if (id == UINT32_MAX)
             break;
+        bool copied = false;
+        if ((rc = copy_block(g, id, dat, &copied, err)))
+            return rc;
+        if (copied)
+            continue;
         /* The inputs with a posting of id, oldest first, and the run's
          * deletions of it: replay them in rank order. */
         input *live = NULL;
@@ -500,8 +567,10 @@ static int merge_term(merger *g, const char *term, size_t tlen, kv_err *err)
         }
         dat = dk;
         if (live) {
-            rc = idx_plist_copy_doc(&g->out, &live->blk.l, live->i,
-                                    live->map, err);
+            rc = idx_block_need(&live->blk, IDX_DEC_POS, err);
+            if (!rc)
+                rc = idx_plist_copy_doc(&g->out, &live->blk.l, live->i,
+                                        live->map, err);
             if (!rc && g->out.n >= OUT_CHUNK)
                 rc = out_flush(g, err);
         }

@@ -275,6 +275,54 @@ int idx_segw_term_add(idx_segw *w, const idx_plist *l, uint32_t from,
     return KVFTS_OK;
 }
 
+int idx_segw_term_add_block(idx_segw *w, const idx_block *b,
+                            const char *rec, size_t len, kv_err *err)
+{
+    const idx_plist *l = &b->l;
+    if (l->n == 0)
+        return KVFTS_OK;
+    if (!b->cols && b->decoded < IDX_DEC_VIEWS)
+        return kv_seterr(err, KVFTS_ERROR, "segment writer: a block's "
+                         "columns are not decoded");
+    if (w->ndocs && l->ids[0] <= w->last)
+        return kv_seterr(err, KVFTS_ERROR, "segment writer: postings out "
+                         "of order (%u after %u)", l->ids[0], w->last);
+    if (l->positions != w->positions)
+        return kv_seterr(err, KVFTS_ERROR, "segment writer: a block %s "
+                         "positions in a term %s them",
+                         l->positions ? "with" : "without",
+                         w->positions ? "with" : "without");
+    for (uint32_t v = 0; v < l->nv; v++)
+        if (l->vcol[v] >= w->ncols)
+            return kv_seterr(err, KVFTS_ERROR, "segment writer: column "
+                             "index %u of %u", l->vcol[v], w->ncols);
+    /* the pending postings first, as a block of their own */
+    int rc = w->pend.n ? flush_block(w, err) : KVFTS_OK;
+    if (rc)
+        return rc;
+    unsigned char key[13];
+    idx_key_block(key, w->seg, w->ord, l->ids[0]);
+    if ((rc = seg_put(w, KV_POSTINGS, key, sizeof key, rec, len, err)))
+        return rc;
+    w->bytes += sizeof key + len;
+    w->nblocks++;
+    for (uint32_t i = 0; i < l->n; i++) {
+        bool all = false;
+        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++) {
+            w->df[l->vcol[v]]++;
+            all |= (w->cols[l->vcol[v]] & IDX_KIND_ALL) != 0;
+        }
+        w->df_all += all;
+    }
+    if (w->ndocs == 0)
+        w->first = l->ids[0];
+    w->ndocs += l->n;
+    w->last = l->ids[l->n - 1];
+    if (b->max_tf > w->max_tf)
+        w->max_tf = b->max_tf;
+    return KVFTS_OK;
+}
+
 int idx_segw_term_end(idx_segw *w, const uint32_t *dels, uint32_t ndel,
                       const uint64_t *ndelc, uint64_t ndel_all, kv_err *err)
 {

@@ -1608,6 +1608,146 @@ static void test_rebuild_equivalence(void **state)
     free(base);
 }
 
+/* ---- merges copy the blocks nothing changes ------------------------------ */
+
+/* Batch s of 1,100 documents item::K, K from s * 1100 + 1 on (a segment
+ * each); with replace, every 37th of them is replaced by a new text, and
+ * then every 41st of batch s + 1 is deleted (blocks whose only change in
+ * the run is a deletion). */
+static void merge_batch(kvfts_db *db, int s, bool replace)
+{
+    kvfts_batch *b;
+    char key[32], json[96];
+    assert_int_equal(kvfts_batch_begin(&b, db), 0);
+    for (int i = 0; i < 1100; i++) {
+        int k = s * 1100 + i + 1;
+        snprintf(key, sizeof key, "item::%d", k);
+        if (replace && i % 37 != 0)
+            continue;
+        snprintf(json, sizeof json, "{\"text\":\"%s alpha w%d n%d\"}",
+                 replace ? "beta common" : "common", k % 2, k % 50);
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key), S(json)),
+                         0);
+    }
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    for (int i = 0; replace && i < 1100; i += 41) {   /* the next batch's */
+        snprintf(key, sizeof key, "item::%d", (s + 1) * 1100 + i + 1);
+        assert_int_equal(kvfts_del(db, S(key), 0), 0);
+    }
+}
+
+/* What db answers, as one string: term entries with all their refs, and
+ * counts of searches (phrases read the copied blocks' positions). */
+static char *merge_answers(kvfts_db *db)
+{
+    kvfts_stats st;
+    assert_int_equal(kvfts_get_stats(&st, db), 0);
+    char docs[32];
+    snprintf(docs, sizeof docs, "docs=%llu ",
+             (unsigned long long)st.documents);
+    static const char *terms[][2] = {
+        { "_all", "common" }, { "_all", "alpha" }, { "text", "w0" },
+        { "_all", "w1" }, { "_all", "beta" }, { "text", "n7" },
+    };
+    static const char *queries[] = {
+        "\"common alpha\"", "\"alpha w1\"", "beta alpha", "common -w0",
+        "text:\"alpha w0 n10\"", "n1*",
+    };
+    kv_buf out = KV_BUF_INIT;
+    kv_err e = KV_ERR_INIT;
+    assert_int_equal(kv_buf_append(&out, docs, strlen(docs), &e), 0);
+    for (size_t i = 0; i < sizeof terms / sizeof *terms; i++) {
+        char *j = NULL;
+        size_t n;
+        int rc = kvfts_term_get(&j, &n, db, S(terms[i][0]), S(terms[i][1]),
+                                0);
+        assert_int_equal(kv_buf_append(&out, rc ? "none" : j,
+                                       rc ? 4 : n, &e), 0);
+        kvfts_free(j);
+    }
+    for (size_t i = 0; i < sizeof queries / sizeof *queries; i++) {
+        kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+        o.count_only = true;
+        kvfts_results *r;
+        assert_int_equal(kvfts_search(&r, db, S(queries[i]), &o), 0);
+        char t[48];
+        snprintf(t, sizeof t, " %s=%llu", queries[i],
+                 (unsigned long long)kvfts_results_total(r));
+        kvfts_results_free(r);
+        assert_int_equal(kv_buf_append(&out, t, strlen(t) + 1, &e), 0);
+    }
+    return out.data;
+}
+
+/* A merge copies the blocks nothing in its run changes as they are
+ * (idx_merge.c, copy_block): it answers as a merge of every posting does
+ * (the hook idx_test_merge_copy(false)), `check` finds nothing, and it
+ * keeps the inputs' last, short blocks, so it has more blocks than a merge
+ * that re-blocks the postings.  First three segments of consecutive
+ * batches; then two more batches and one that replaces and deletes
+ * documents of the first, so that blocks holding them must be merged
+ * posting by posting while the others are copied. */
+static void test_merge_copies_blocks(void **state)
+{
+    (void)state;
+    kvfts_db *db[2];
+    char *dir[2];
+    kvfts_stats st[2];
+    char *ans[2];
+    for (int d = 0; d < 2; d++) {
+        dir[d] = tu_tmpdir();
+        assert_non_null(dir[d]);
+        kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+        o.create = true;
+        assert_int_equal(kvfts_open(&db[d], dir[d], &o), 0);
+    }
+    for (int round = 0; round < 2; round++) {
+        for (int d = 0; d < 2; d++) {
+            for (int s = 0; s < 3; s++)
+                merge_batch(db[d], round * 3 + s, false);
+            if (round)
+                merge_batch(db[d], 0, true);
+            assert_int_equal(kvfts_get_stats(&st[d], db[d]), 0);
+            assert_true(st[d].segments >= 3);
+            idx_test_merge_copy(d == 0);
+            assert_int_equal(kvfts_optimize(db[d], NULL, NULL), 0);
+            idx_test_merge_copy(true);
+            assert_int_equal(kvfts_get_stats(&st[d], db[d]), 0);
+            assert_int_equal(st[d].segments, 1);
+            assert_consistent(db[d]);
+            ans[d] = merge_answers(db[d]);
+        }
+        assert_string_equal(ans[0], ans[1]);
+        assert_int_equal(st[0].postings, st[1].postings);
+        assert_int_equal(st[0].documents, st[1].documents);
+        if (st[0].blocks <= st[1].blocks)
+            fail_msg("round %d: %llu blocks copying, %llu re-blocking: no "
+                     "block was copied", round,
+                     (unsigned long long)st[0].blocks,
+                     (unsigned long long)st[1].blocks);
+        free(ans[0]);
+        free(ans[1]);
+    }
+    /* beta is only in the replaced documents: their new postings count */
+    char *j = NULL;
+    size_t n;
+    assert_int_equal(kvfts_term_get(&j, &n, db[0], S("_all"), S("beta"), 1),
+                     0);
+    int want = 0;
+    for (int i = 0; i < 1100; i++)
+        want += i % 37 == 0;
+    char head[32];
+    snprintf(head, sizeof head, "{\"count\":%d,", want);
+    assert_true(strncmp(j, head, strlen(head)) == 0);
+    kvfts_free(j);
+    for (int d = 0; d < 2; d++) {
+        kvfts_close(db[d]);
+        tu_rmtree(dir[d]);
+        free(dir[d]);
+    }
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -1623,6 +1763,7 @@ int main(void)
         T(test_lens_reader),
         T(test_corrupt_records),
         cmocka_unit_test(test_rebuild_equivalence),
+        cmocka_unit_test(test_merge_copies_blocks),
     };
     const char *only = getenv("KVFTS_TEST_ONLY");   /* e.g. "test_model*" */
     if (only && *only)
