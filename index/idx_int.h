@@ -498,24 +498,13 @@ typedef struct idx_runner {
     unsigned helpers;
 } idx_runner;
 
-/** Work in the same transaction that runs on a helper while the segment's
- *  shards are sorted and counted (which do not use the transaction), and
- *  is joined before the segment's first record is put: a batch's document
- *  records, so that their puts overlap the segment's sorting. */
-typedef struct idx_side {
-    int (*fn)(void *arg, kv_txn *txn, kv_err *err);
-    void *arg;
-} idx_side;
-
 /** Write one segment from @p n shards (sorted here), in txn: its dictionary
  *  chunks and blocks, with columns mapped to field ids through
  *  @p colmaps[shard] (local column -> global).  *@p seg gets its list
- *  record (not yet added to the list).  @p side (may be NULL) runs too,
- *  beside the sorting; its failure is the call's. */
+ *  record (not yet added to the list). */
 int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
                     uint32_t *const *colmaps, bool positions,
-                    const idx_runner *run, const idx_side *side,
-                    idx_seg *seg, kv_err *err);
+                    const idx_runner *run, idx_seg *seg, kv_err *err);
 /** Put the records a segment writer without a transaction collected. */
 int idx_segw_replay(kv_txn *txn, const kv_buf *sink, kv_err *err);
 

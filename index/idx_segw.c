@@ -28,7 +28,6 @@
 #include "idx_int.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -700,13 +699,6 @@ typedef struct flushp {
     int *trc;
     unsigned active;          /* helpers in the phase */
     bool abort;
-    /* the side job (idx_side): its outcome, under mu */
-    const idx_side *side;
-    pthread_t side_th;
-    bool side_on;             /* side_th runs it and is not joined yet */
-    bool side_done;
-    int side_rc;
-    kv_err side_err;
 } flushp;
 
 /* Shard s's sorted terms in range r: [*a, *b). */
@@ -887,51 +879,6 @@ static void helper_main(void *arg)
     pthread_mutex_unlock(&f->mu);
 }
 
-static void *side_main(void *arg)
-{
-    flushp *f = arg;
-    kv_err e = KV_ERR_INIT;
-    int rc = f->side->fn(f->side->arg, f->txn, &e);
-    pthread_mutex_lock(&f->mu);
-    f->side_rc = rc;
-    f->side_err = e;
-    f->side_done = true;
-    pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->mu);
-    return NULL;
-}
-
-/* Start the side job on a thread of its own (here, if none can be had):
- * not on the runner's, whose queue would hold a phase's helper behind it,
- * and the phase waits for its helpers. */
-static void side_start(flushp *f)
-{
-    f->side_on = false;
-    if (!f->side->fn) {
-        f->side_done = true;
-        return;
-    }
-    sigset_t all, old;          /* signals go to the process's others */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    f->side_on = pthread_create(&f->side_th, NULL, side_main, f) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!f->side_on)
-        side_main(f);
-}
-
-/* Wait for the side job (once): its status (and *err). */
-static int side_join(flushp *f, kv_err *err)
-{
-    if (f->side_on) {
-        pthread_join(f->side_th, NULL);
-        f->side_on = false;
-    }
-    if (f->side_rc)
-        *err = f->side_err;
-    return f->side_rc;
-}
-
 /* Run the phase's tasks on the helpers and this thread; consume(k), if
  * given, runs here for each task in order as soon as it is done (while
  * the others go on).  Returns the first failure. */
@@ -1010,15 +957,9 @@ static int phase_run(flushp *f, int phase, uint32_t ntasks,
     return rc;
 }
 
-/* Put range k's records (the ranges in order, as they are written).  The
- * first waits for the side job, which has the transaction until then:
- * the helpers go on writing ranges meanwhile. */
 static int range_put(flushp *f, uint32_t k, kv_err *err)
 {
-    int rc = k == 0 ? side_join(f, err) : KVFTS_OK;
-    if (rc)
-        return rc;
-    rc = idx_segw_replay(f->txn, &f->r[k].sink, err);
+    int rc = idx_segw_replay(f->txn, &f->r[k].sink, err);
     kv_buf_free(&f->r[k].sink);
     return rc;
 }
@@ -1064,15 +1005,11 @@ static int ranges_make(flushp *f, uint32_t want, kv_err *err)
 
 int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
                     uint32_t *const *colmaps, bool positions,
-                    const idx_runner *run, const idx_side *side,
-                    idx_seg *seg, kv_err *err)
+                    const idx_runner *run, idx_seg *seg, kv_err *err)
 {
     idx_runner none = { NULL, NULL, 0 };
-    idx_side noside = { NULL, NULL };
     if (!run || !run->spawn)
         run = &none;
-    if (!side)
-        side = &noside;
     flushp f;
     memset(&f, 0, sizeof f);
     f.txn = txn;
@@ -1080,7 +1017,6 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     f.n = n;
     f.colmaps = colmaps;
     f.positions = positions;
-    f.side = side;
     uint64_t bytes = 0;   /* in memory: about 4x what the segment takes */
     for (uint32_t s = 0; s < n; s++)
         bytes += idx_shard_bytes(shards[s]);
@@ -1089,8 +1025,6 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     if (rc)
         return rc;
     if (run->helpers == 0) {
-        if (side->fn)
-            rc = side->fn(side->arg, txn, err);
         for (uint32_t s = 0; !rc && s < n; s++)
             rc = idx_shard_sort(shards[s], err);
         range all;
@@ -1110,17 +1044,12 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     f.trc = kv_calloc(n, sizeof *f.trc);
     if (!f.done || !f.terr || !f.trc)
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    /* The side job uses the transaction until it is joined: the sorting
-     * and counting do not. */
-    if (!rc)
-        side_start(&f);
     if (!rc)
         rc = phase_run(&f, PH_SORT, n, run, NULL, err);
     if (!rc)
         rc = ranges_make(&f, want, err);
     if (!rc)
         rc = phase_run(&f, PH_COUNT, f.nr, run, NULL, err);
-
     uint32_t ord = 0;
     for (uint32_t k = 0; !rc && k < f.nr; k++) {
         f.r[k].ord0 = ord;
@@ -1128,14 +1057,6 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     }
     if (!rc)
         rc = phase_run(&f, PH_WRITE, f.nr, run, range_put, err);
-    if (f.side_on || (!rc && f.side_rc)) {  /* not joined: a phase failed */
-        kv_err serr = KV_ERR_INIT;
-        int src = side_join(&f, &serr);
-        if (!rc && src) {
-            rc = src;
-            *err = serr;
-        }
-    }
     if (!rc) {
         memset(seg, 0, sizeof *seg);
         seg->id = f.seg_id;
