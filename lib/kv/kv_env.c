@@ -1559,6 +1559,28 @@ int kv_parts_list(kv_txn *t, uint32_t **ids, size_t *n, kv_err *err)
 
 /* ---- transactions ------------------------------------------------------ */
 
+/* Berkeley DB fixes a snapshot transaction's snapshot at its first page
+ * read (txn_begin leaves its read LSN unset), not at txn_begin.  So a read
+ * transaction reads one page (meta.db's root, for a key no record has)
+ * before it loads gen again: a commit landing between the two loads and a
+ * later first read would otherwise be in a snapshot stamped as before it,
+ * and the handle's caches kept by stamp (a segment list, dictionary
+ * chunks, field ids) would be used with a snapshot they do not belong to:
+ * a merge's inputs listed in a snapshot where their records are gone. */
+static void snapshot_pin(bdb_inst *in, DB_TXN *txn)
+{
+    DB *db = in->db[KV_META];
+    if (!db)
+        return;
+    DBT k, v;
+    memset(&k, 0, sizeof k);
+    memset(&v, 0, sizeof v);
+    k.data = (void *)"\0pin";
+    k.size = 4;
+    v.flags = DB_DBT_USERMEM | DB_DBT_PARTIAL;   /* nothing copied */
+    (void)db->get(db, txn, &k, &v, 0);
+}
+
 int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
 {
     *out = NULL;
@@ -1593,6 +1615,8 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
     }
     int ret = in->env->txn_begin(in->env, NULL, &t->txn,
                                  write ? 0 : DB_TXN_SNAPSHOT);
+    if (!ret && steady)
+        snapshot_pin(in, t->txn);
     if (steady && atomic_load(&st->gen) == gen)
         t->stamp = gen + 1;
     if (!ret && write) {
