@@ -498,13 +498,28 @@ typedef struct idx_runner {
     unsigned helpers;
 } idx_runner;
 
+/** Work of the caller's in the same transaction, done while the segment's
+ *  shards are sorted, counted and written into memory elsewhere (none of
+ *  which uses the transaction), before the segment's first record is put:
+ *  a batch's document records, so that their puts overlap the segment's
+ *  encoding.  It runs on the calling thread, as every Berkeley DB call of
+ *  a flush does (a thread that calls Berkeley DB takes a slot of the
+ *  environment's thread table for the life of the process). */
+typedef struct idx_side {
+    int (*fn)(void *arg, kv_txn *txn, kv_err *err);
+    void *arg;
+} idx_side;
+
 /** Write one segment from @p n shards (sorted here), in txn: its dictionary
  *  chunks and blocks, with columns mapped to field ids through
  *  @p colmaps[shard] (local column -> global).  *@p seg gets its list
- *  record (not yet added to the list). */
+ *  record (not yet added to the list).  @p side (may be NULL) runs first
+ *  on this thread, beside the segment's encoding; its failure is the
+ *  call's. */
 int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
                     uint32_t *const *colmaps, bool positions,
-                    const idx_runner *run, idx_seg *seg, kv_err *err);
+                    const idx_runner *run, const idx_side *side,
+                    idx_seg *seg, kv_err *err);
 /** Put the records a segment writer without a transaction collected. */
 int idx_segw_replay(kv_txn *txn, const kv_buf *sink, kv_err *err);
 

@@ -28,6 +28,7 @@
 #include "idx_int.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -698,7 +699,15 @@ typedef struct flushp {
     kv_err *terr;             /* per task (sorts) */
     int *trc;
     unsigned active;          /* helpers in the phase */
-    bool abort;
+    bool abort;               /* a task failed: the phase stops */
+    bool stop;                /* the flushing thread failed: all stop */
+    bool writing;             /* the write phase has begun (r, nr set) */
+    /* the driver (driver_main), under mu once started */
+    const idx_runner *run;
+    pthread_t driver;
+    bool driver_done;
+    int driver_rc;
+    kv_err driver_err;
 } flushp;
 
 /* Shard s's sorted terms in range r: [*a, *b). */
@@ -846,7 +855,7 @@ static bool task_failed(const flushp *f, uint32_t k)
 /* Claim the next task (under mu); ntasks if none is left. */
 static uint32_t task_claim(flushp *f)
 {
-    if (f->abort || f->next >= f->ntasks)
+    if (f->abort || f->stop || f->next >= f->ntasks)
         return f->ntasks;
     return f->next++;
 }
@@ -879,20 +888,21 @@ static void helper_main(void *arg)
     pthread_mutex_unlock(&f->mu);
 }
 
-/* Run the phase's tasks on the helpers and this thread; consume(k), if
- * given, runs here for each task in order as soon as it is done (while
- * the others go on).  Returns the first failure. */
+/* Run the phase's tasks on the helpers and this thread.  Returns the
+ * first failure. */
 static int phase_run(flushp *f, int phase, uint32_t ntasks,
-                     const idx_runner *run,
-                     int (*consume)(flushp *, uint32_t, kv_err *),
-                     kv_err *err)
+                     const idx_runner *run, kv_err *err)
 {
+    pthread_mutex_lock(&f->mu);
     f->phase = phase;
     f->ntasks = ntasks;
     f->next = 0;
     f->abort = false;
     memset(f->done, 0, ntasks);
     f->active = 0;
+    f->writing = phase == PH_WRITE;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
     for (unsigned h = 0; h < run->helpers && h + 1 < ntasks; h++) {
         pthread_mutex_lock(&f->mu);
         f->active++;
@@ -916,51 +926,38 @@ static int phase_run(flushp *f, int phase, uint32_t ntasks,
                 pthread_mutex_lock(&f->mu);
                 continue;
             }
-            if (f->abort)
+            if (f->abort || f->stop)
                 break;
             pthread_cond_wait(&f->cv, &f->mu);
         }
         bool ok = f->done[k] && !task_failed(f, k);
         pthread_mutex_unlock(&f->mu);
-        if (!ok) {
-            /* the first failed task in order (the one that aborted) */
-            for (uint32_t j = 0; j < ntasks; j++) {
-                if (!f->done[j] || !task_failed(f, j))
-                    continue;
-                if (phase == PH_SORT) {
-                    *err = f->terr[j];
-                    rc = f->trc[j];
-                } else {
-                    *err = f->r[j].err;
-                    rc = f->r[j].rc;
-                }
-                break;
+        if (ok)
+            continue;
+        /* the first failed task in order (the one that aborted) */
+        for (uint32_t j = 0; j < ntasks; j++) {
+            if (!f->done[j] || !task_failed(f, j))
+                continue;
+            if (phase == PH_SORT) {
+                *err = f->terr[j];
+                rc = f->trc[j];
+            } else {
+                *err = f->r[j].err;
+                rc = f->r[j].rc;
             }
-            if (!rc)
-                rc = kv_seterr(err, KVFTS_ERROR, "segment writer stopped");
-            pthread_mutex_lock(&f->mu);
-            f->abort = true;
-            pthread_mutex_unlock(&f->mu);
             break;
         }
-        if (consume && (rc = consume(f, k, err)) != 0) {
-            pthread_mutex_lock(&f->mu);
-            f->abort = true;
-            pthread_mutex_unlock(&f->mu);
-            break;
-        }
+        if (!rc)
+            rc = kv_seterr(err, KVFTS_ERROR, "segment writer stopped");
+        pthread_mutex_lock(&f->mu);
+        f->abort = true;
+        pthread_mutex_unlock(&f->mu);
+        break;
     }
     pthread_mutex_lock(&f->mu);
     while (f->active > 0)
         pthread_cond_wait(&f->cv, &f->mu);
     pthread_mutex_unlock(&f->mu);
-    return rc;
-}
-
-static int range_put(flushp *f, uint32_t k, kv_err *err)
-{
-    int rc = idx_segw_replay(f->txn, &f->r[k].sink, err);
-    kv_buf_free(&f->r[k].sink);
     return rc;
 }
 
@@ -1003,13 +1000,80 @@ static int ranges_make(flushp *f, uint32_t want, kv_err *err)
     return KVFTS_OK;
 }
 
+/* The segment's phases, on a thread that never calls Berkeley DB: sort
+ * the shards, cut and count the ranges, write them into their sinks.  The
+ * flushing thread puts each sink as soon as it is done (flush_consume). */
+static void *driver_main(void *arg)
+{
+    flushp *f = arg;
+    const idx_runner *run = f->run;
+    kv_err e = KV_ERR_INIT;
+    uint32_t want = 4 * (run->helpers + 1);
+    int rc = phase_run(f, PH_SORT, f->n, run, &e);
+    if (!rc)
+        rc = ranges_make(f, want, &e);
+    if (!rc)
+        rc = phase_run(f, PH_COUNT, f->nr, run, &e);
+    uint32_t ord = 0;
+    for (uint32_t k = 0; !rc && k < f->nr; k++) {
+        f->r[k].ord0 = ord;
+        ord += f->r[k].nterms;
+    }
+    if (!rc)
+        rc = phase_run(f, PH_WRITE, f->nr, run, &e);
+    pthread_mutex_lock(&f->mu);
+    f->driver_rc = rc;
+    f->driver_err = e;
+    f->driver_done = true;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+/* Start the driver on a thread of its own (false: none could be had).  Not
+ * on the runner's: its queue would hold a phase's helper behind the
+ * driver, which waits for its helpers. */
+static bool driver_start(flushp *f)
+{
+    sigset_t all, old;          /* signals go to the process's others */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    bool ok = pthread_create(&f->driver, NULL, driver_main, f) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ok;
+}
+
+/* Put the ranges' sinks in order, each once it is written; stop at the
+ * driver's failure (0 then: the driver's status is the caller's to take). */
+static int flush_consume(flushp *f, kv_err *err)
+{
+    for (uint32_t k = 0;; k++) {
+        pthread_mutex_lock(&f->mu);
+        while (!f->driver_done && !(f->writing && k < f->nr && f->done[k]))
+            pthread_cond_wait(&f->cv, &f->mu);
+        bool ready = f->writing && k < f->nr && f->done[k] && !f->r[k].rc;
+        bool last = f->writing && k >= f->nr;
+        pthread_mutex_unlock(&f->mu);
+        if (last || !ready)
+            return KVFTS_OK;
+        int rc = idx_segw_replay(f->txn, &f->r[k].sink, err);
+        kv_buf_free(&f->r[k].sink);
+        if (rc)
+            return rc;
+    }
+}
+
 int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
                     uint32_t *const *colmaps, bool positions,
-                    const idx_runner *run, idx_seg *seg, kv_err *err)
+                    const idx_runner *run, const idx_side *side,
+                    idx_seg *seg, kv_err *err)
 {
     idx_runner none = { NULL, NULL, 0 };
+    idx_side noside = { NULL, NULL };
     if (!run || !run->spawn)
         run = &none;
+    if (!side)
+        side = &noside;
     flushp f;
     memset(&f, 0, sizeof f);
     f.txn = txn;
@@ -1017,6 +1081,7 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     f.n = n;
     f.colmaps = colmaps;
     f.positions = positions;
+    f.run = run;
     uint64_t bytes = 0;   /* in memory: about 4x what the segment takes */
     for (uint32_t s = 0; s < n; s++)
         bytes += idx_shard_bytes(shards[s]);
@@ -1025,6 +1090,8 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     if (rc)
         return rc;
     if (run->helpers == 0) {
+        if (side->fn)
+            rc = side->fn(side->arg, txn, err);
         for (uint32_t s = 0; !rc && s < n; s++)
             rc = idx_shard_sort(shards[s], err);
         range all;
@@ -1044,19 +1111,29 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     f.trc = kv_calloc(n, sizeof *f.trc);
     if (!f.done || !f.terr || !f.trc)
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    /* The driver encodes the segment while this thread puts the side
+     * job's records, then the ranges as they come.  Without a thread of
+     * its own, the driver runs here after the side job. */
+    bool async = !rc && driver_start(&f);
+    if (!rc && side->fn)
+        rc = side->fn(side->arg, txn, err);
+    if (!rc && !async)
+        driver_main(&f);
     if (!rc)
-        rc = phase_run(&f, PH_SORT, n, run, NULL, err);
-    if (!rc)
-        rc = ranges_make(&f, want, err);
-    if (!rc)
-        rc = phase_run(&f, PH_COUNT, f.nr, run, NULL, err);
-    uint32_t ord = 0;
-    for (uint32_t k = 0; !rc && k < f.nr; k++) {
-        f.r[k].ord0 = ord;
-        ord += f.r[k].nterms;
+        rc = flush_consume(&f, err);
+    if (rc) {
+        pthread_mutex_lock(&f.mu);
+        f.stop = true;
+        pthread_mutex_unlock(&f.mu);
     }
-    if (!rc)
-        rc = phase_run(&f, PH_WRITE, f.nr, run, range_put, err);
+    if (async)
+        pthread_join(f.driver, NULL);
+    if (!rc && !f.driver_done)
+        rc = kv_seterr(err, KVFTS_ERROR, "segment writer stopped");
+    if (!rc && f.driver_rc) {
+        rc = f.driver_rc;
+        *err = f.driver_err;
+    }
     if (!rc) {
         memset(seg, 0, sizeof *seg);
         seg->id = f.seg_id;

@@ -584,9 +584,11 @@ static int recref_cmp(const void *a, const void *b)
 }
 
 /* Store the document records the workers encoded, in doc id order (the
- * B-tree's appends; a new document's id is the largest yet). */
-static int put_records(idx_writer *w, kv_txn *txn, kv_err *err)
+ * B-tree's appends; a new document's id is the largest yet).  The flush's
+ * idx_side job: done while the segment is encoded. */
+static int put_records(void *arg, kv_txn *txn, kv_err *err)
 {
+    idx_writer *w = arg;
     size_t n = 0;
     for (unsigned i = 0; i < w->nwk; i++)
         for (size_t off = 0; off + 8 <= w->wk[i].recs.len; n++) {
@@ -622,8 +624,6 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
     int rc = worker_failure(w, err);
     if (rc || w->ndocs == 0)
         return rc;
-    if ((rc = put_records(w, txn, err)))
-        return rc;
     uint32_t n = w->nwk ? w->nwk : 1;
     idx_shard *sh[64];
     idx_shard **shards = n <= 64 ? sh : kv_malloc(n * sizeof *shards);
@@ -655,17 +655,21 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
                 maps[s][lf << 2 | k] = fids[s][lf] << 2 | k;
         }
     }
-    /* The segment, written by this thread and the (idle) workers. */
+    /* The segment, encoded by the (idle) workers while this thread puts
+     * the documents' records, then its ranges. */
     bool any_terms = false;
     for (uint32_t s = 0; s < n; s++)
         any_terms |= idx_shard_nterms(shards[s]) > 0;
+    if (!rc && !any_terms)
+        rc = put_records(w, txn, err);
     if (!rc && any_terms) {
         idx_seg seg;
         idx_segs list;
         memset(&list, 0, sizeof list);
         idx_runner run = { spawn_job, w, w->nwk };
-        rc = idx_segw_shards(txn, shards, n, maps, w->positions, &run, &seg,
-                             err);
+        idx_side side = { put_records, w };
+        rc = idx_segw_shards(txn, shards, n, maps, w->positions, &run, &side,
+                             &seg, err);
         if (!rc)
             rc = idx_segs_read(&list, txn, true, err);
         if (!rc)
