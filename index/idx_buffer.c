@@ -460,7 +460,9 @@ static int record(idx_shard *s, const char *t, size_t tl, uint32_t doc,
 {
     uint32_t id;
     bool added;
-    int rc = idx__strtab_put(&s->terms, t, tl, &id, &added, err);
+    int rc = idx__strtab_put_h(&s->terms, t, tl,
+                               idx__strtab_hash_of(&d->terms, e), &id,
+                               &added, err);
     if (rc)
         return rc;
     if (added) {
@@ -556,6 +558,17 @@ static int add_lengths(idx_shard *s, uint32_t docid, const idx_dterms *d,
     return KVFTS_OK;
 }
 
+/* Lookups ahead: terms apart (a ring of 4 guesses holds AHEAD). */
+#define AHEAD 4
+
+/* The third step of a lookup ahead: the term's bytes and its buffer. */
+static void ahead_str(const idx_shard *s, uint32_t id)
+{
+    idx__strtab_prefetch_str(&s->terms, id);
+    if (id < s->tbcap)
+        __builtin_prefetch(&s->tb[id]);
+}
+
 int idx_shard_doc(idx_shard *s, uint32_t docid, const char *old_json,
                   size_t old_len, const char *new_json, size_t new_len,
                   kv_err *err)
@@ -583,7 +596,26 @@ int idx_shard_doc(idx_shard *s, uint32_t docid, const char *old_json,
             continue;
         rc = record(s, t, tl, docid, o, e, true, err);
     }
-    for (uint32_t e = 0; !rc && e < n->terms.n; e++) {
+    /* The new version's terms, looked up in the shard's big table a few
+     * terms ahead (idx__strtab_guess): each lookup is cache misses. */
+    uint32_t g[4], nt = n->terms.n;
+    for (uint32_t j = 0; j < nt && j < 2 * AHEAD; j++)
+        idx__strtab_prefetch(&s->terms, idx__strtab_hash_of(&n->terms, j));
+    for (uint32_t j = 0; j < nt && j < AHEAD; j++)
+        g[j & 3] = idx__strtab_guess(&s->terms,
+                                     idx__strtab_hash_of(&n->terms, j));
+    for (uint32_t j = 0; j < nt && j < AHEAD / 2; j++)
+        ahead_str(s, g[j & 3]);
+    for (uint32_t e = 0; !rc && e < nt; e++) {
+        if (e + 2 * AHEAD < nt)
+            idx__strtab_prefetch(&s->terms,
+                                 idx__strtab_hash_of(&n->terms,
+                                                     e + 2 * AHEAD));
+        if (e + AHEAD < nt)
+            g[(e + AHEAD) & 3] = idx__strtab_guess(
+                &s->terms, idx__strtab_hash_of(&n->terms, e + AHEAD));
+        if (e + AHEAD / 2 < nt)
+            ahead_str(s, g[(e + AHEAD / 2) & 3]);
         uint32_t tl, eo;
         const char *t = idx__strtab_str(&n->terms, e, &tl);
         if (o->terms.n && idx__strtab_get(&o->terms, t, tl, &eo) &&

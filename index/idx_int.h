@@ -371,6 +371,21 @@ void idx__strtab_reset(strtab *t);
 int idx__strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
                     bool *added, kv_err *err);
 const char *idx__strtab_str(const strtab *t, uint32_t id, uint32_t *len);
+/** The hash a table keeps of a string (the same in every table), and the
+ *  one it keeps of its string @p id. */
+uint32_t idx__strtab_hash(const char *s, size_t n);
+uint32_t idx__strtab_hash_of(const strtab *t, uint32_t id);
+/** idx__strtab_put with the string's hash given. */
+int idx__strtab_put_h(strtab *t, const char *s, size_t n, uint32_t h,
+                      uint32_t *id, bool *added, kv_err *err);
+/** Lookups ahead of time, in three steps a few strings apart, so that a
+ *  big table's cache misses overlap: fetch hash h's home slot; then read
+ *  it (the id of the first string of hash h, UINT32_MAX if none) and fetch
+ *  that string's entry; then fetch its bytes.  Hints only: the lookup
+ *  itself is idx__strtab_put_h's. */
+void idx__strtab_prefetch(const strtab *t, uint32_t h);
+uint32_t idx__strtab_guess(const strtab *t, uint32_t h);
+void idx__strtab_prefetch_str(const strtab *t, uint32_t id);
 size_t idx__strtab_bytes(const strtab *t);
 /** Compare two byte strings (memcmp order, shorter first on a tie). */
 int idx__bytes_cmp(const char *a, size_t al, const char *b, size_t bl);

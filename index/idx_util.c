@@ -153,9 +153,54 @@ bool idx__strtab_has(const strtab *t, const char *s, size_t n)
     return idx__strtab_get(t, s, n, &id);
 }
 
+uint32_t idx__strtab_hash(const char *s, size_t n)
+{
+    return (uint32_t)XXH3_64bits(s, n);
+}
+
+uint32_t idx__strtab_hash_of(const strtab *t, uint32_t id)
+{
+    return t->ent[id].hash;
+}
+
+void idx__strtab_prefetch(const strtab *t, uint32_t h)
+{
+    if (t->nslots)
+        __builtin_prefetch(&t->slots[h & (t->nslots - 1)]);
+}
+
+uint32_t idx__strtab_guess(const strtab *t, uint32_t h)
+{
+    if (!t->nslots)
+        return UINT32_MAX;
+    for (uint32_t i = h & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
+        uint64_t x = t->slots[i];
+        if (!x)
+            return UINT32_MAX;
+        if (SLOT_HASH(x) == h) {
+            uint32_t id = SLOT_ID(x);
+            __builtin_prefetch(&t->ent[id]);
+            return id;
+        }
+    }
+}
+
+void idx__strtab_prefetch_str(const strtab *t, uint32_t id)
+{
+    if (id < t->n)
+        __builtin_prefetch(t->arena.data + t->ent[id].off);
+}
+
 /* Find s, adding it if absent.  *added tells which. */
 int idx__strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
                       bool *added, kv_err *err)
+{
+    return idx__strtab_put_h(t, s, n, idx__strtab_hash(s, n), id, added,
+                             err);
+}
+
+int idx__strtab_put_h(strtab *t, const char *s, size_t n, uint32_t h,
+                      uint32_t *id, bool *added, kv_err *err)
 {
     int rc;
     if ((uint64_t)(t->n + 1) * 2 >= t->nslots) {
@@ -163,7 +208,6 @@ int idx__strtab_put(strtab *t, const char *s, size_t n, uint32_t *id,
         if (rc)
             return rc;
     }
-    uint32_t h = (uint32_t)XXH3_64bits(s, n);
     uint32_t i = strtab_find(t, s, n, h);
     if (t->slots[i]) {
         *id = SLOT_ID(t->slots[i]);
