@@ -675,7 +675,7 @@ static int bydoc_decode(idx_block *b, uint32_t i, kv_err *err)
  * load and shuffle per four values, where by document decodes a byte at a
  * time), and so from the start for the cursor's next block (dense: the
  * last one was asked for that many). */
-#define BYDOC_MAX(n) ((n) / 16 + 1)
+#define BYDOC_MAX(n) ((n) / IDX_BLOCK_WHOLE + 1)
 int idx_block_need_doc(idx_block *b, uint32_t i, kv_err *err)
 {
     int rc = KVFTS_OK;
@@ -699,6 +699,24 @@ int idx_block_need_doc(idx_block *b, uint32_t i, kv_err *err)
         rc = doc_positions(b, i, err);
     }
     return rc;
+}
+
+int idx_block_need_gaps(idx_block *b, kv_err *err)
+{
+    if (b->decoded >= IDX_DEC_POS || !b->l.positions)
+        return idx_block_need(b, IDX_DEC_VIEWS, err);
+    b->bydoc = false;
+    int rc = b->decoded < IDX_DEC_VIEWS ? decode_views(b, b->ncols, err)
+                                        : KVFTS_OK;
+    return rc || b->gaps ? rc : decode_gaps(b, err);
+}
+
+int idx_block_doc_positions(idx_block *b, uint32_t i, kv_err *err)
+{
+    if (b->decoded >= IDX_DEC_POS || !b->l.positions || b->pconv[i])
+        return KVFTS_OK;
+    b->ndoc++;
+    return doc_positions(b, i, err);
 }
 
 bool idx_block_has_positions(const idx_block *b, uint32_t i)

@@ -106,6 +106,9 @@ int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
 
 /* How much of a block is decoded: ids; views and tfs; positions. */
 enum { IDX_DEC_IDS = 0, IDX_DEC_VIEWS = 1, IDX_DEC_POS = 2 };
+/* A block is decoded whole, positions included, once a reader looks at
+ * one in IDX_BLOCK_WHOLE of its documents (fewer: a document at a time). */
+#define IDX_BLOCK_WHOLE 16
 
 /** A decoded block: a plist plus the state of a lazy decode. */
 typedef struct idx_block {
@@ -162,6 +165,11 @@ int idx_block_need(idx_block *b, int level, kv_err *err);
 /** Decode document @p i's positions (and every document's views) only:
  *  a phrase looks at few documents of a block. */
 int idx_block_need_doc(idx_block *b, uint32_t i, kv_err *err);
+/** Decode every document's views and the position stream, leaving each
+ *  document's positions as gaps until idx_block_doc_positions: a phrase
+ *  that looks at many of a block's documents, but not all. */
+int idx_block_need_gaps(idx_block *b, kv_err *err);
+int idx_block_doc_positions(idx_block *b, uint32_t i, kv_err *err);
 /** True when document @p i's positions are decoded. */
 bool idx_block_has_positions(const idx_block *b, uint32_t i);
 /** True when document @p i's views (columns, tfs) are decoded. */

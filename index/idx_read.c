@@ -1450,6 +1450,34 @@ const idx_view *idx_postings_views(idx_postings *p, uint32_t *n)
     return p->views;
 }
 
+int idx_postings_block(idx_postings *p, uint32_t want, idx_blk *out,
+                       bool *ok, kv_err *err)
+{
+    *ok = false;
+    if (p->rc) {
+        *err = p->err;
+        return p->rc;
+    }
+    segcur *sc = p->at;
+    if (!sc || p->nsc != 1 || p->ndel || !sc->blk.l.positions ||
+        (uint64_t)want * IDX_BLOCK_WHOLE < sc->blk.l.n)
+        return KVFTS_OK;
+    int rc = idx_block_need_gaps(&sc->blk, err);
+    if (rc)
+        return fail(p, rc, err);
+    const idx_plist *l = &sc->blk.l;
+    *out = (idx_blk){ l->ids, l->n, l->vstart, l->vcol, l->vtf, l->poff,
+                      l->pos, sc->sel, sc->e.cols };
+    *ok = true;
+    return KVFTS_OK;
+}
+
+int idx_postings_block_doc(idx_postings *p, uint32_t i, kv_err *err)
+{
+    int rc = idx_block_doc_positions(&p->at->blk, i, err);
+    return rc ? fail(p, rc, err) : KVFTS_OK;
+}
+
 uint32_t idx_postings_block_max_tf(const idx_postings *p)
 {
     return p->at ? p->at->blk.max_tf : 0;

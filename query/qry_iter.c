@@ -631,6 +631,8 @@ typedef struct phrase_it {
     uint32_t *nviews, *vat;  /* their count; where the walk of them is */
     size_t qpos;          /* for messages */
     const char *fname;    /* borrowed from the plan */
+    idx_blk *blk;         /* per term: its block, for a count's round */
+    uint32_t *bat;        /* where the round is in each */
 } phrase_it;
 
 /* Occurrences of the phrase at the positions ph->pos[i] (npos[i] each). */
@@ -710,6 +712,86 @@ bad:
     return kv_seterr(err, KVFTS_ECORRUPT, "query: phrase at %zu: postings "
                      "of field '%s' lack the positions their entry "
                      "promises", ph->qpos, ph->fname);
+}
+
+/* Whether document bat[i] of every term's block (ph->blk) holds the
+ * phrase: phrase_count's walk, over the blocks' arrays (column indexes
+ * and the selected field's flags in place of views). */
+static bool phrase_in_blocks(phrase_it *ph)
+{
+    const idx_blk *b0 = &ph->blk[0];
+    uint32_t e0 = b0->vstart[ph->bat[0] + 1];
+    for (size_t i = 1; i < ph->n; i++)
+        ph->vat[i] = ph->blk[i].vstart[ph->bat[i]];
+    for (uint32_t a = b0->vstart[ph->bat[0]]; a < e0; a++) {
+        if (!b0->sel[b0->vcol[a]])
+            continue;
+        uint32_t fid = b0->cols[b0->vcol[a]] >> 2;
+        bool every = true;
+        for (size_t i = 1; every && i < ph->n; i++) {
+            const idx_blk *b = &ph->blk[i];
+            uint32_t k = ph->vat[i], e = b->vstart[ph->bat[i] + 1];
+            while (k < e && (!b->sel[b->vcol[k]] ||
+                             (b->cols[b->vcol[k]] >> 2) < fid))
+                k++;
+            ph->vat[i] = k;
+            every = k < e && (b->cols[b->vcol[k]] >> 2) == fid;
+        }
+        if (!every)
+            continue;
+        for (size_t i = 0; i < ph->n; i++) {
+            const idx_blk *b = &ph->blk[i];
+            uint32_t v = i ? ph->vat[i] : a;
+            ph->pos[i] = b->pos + b->poff[v];
+            ph->npos[i] = b->vtf[v];
+        }
+        if (phrase_walk(ph, false))
+            return true;
+    }
+    return false;
+}
+
+static _Atomic uint64_t block_rounds;   /* the test hook's count */
+
+uint64_t qry_test_phrase_block_rounds(void)
+{
+    return block_rounds;
+}
+
+/* Count the candidates cand[0..m) holding the phrase, from the terms'
+ * current blocks (idx_postings_block): no iterator moves per candidate.
+ * *done false: some block is not to be had so (the caller goes candidate
+ * by candidate). */
+static int phrase_count_blocks(phrase_it *ph, const uint32_t *cand, size_t m,
+                               uint64_t *total, bool *done, kv_err *err)
+{
+    *done = false;
+    for (size_t i = 0; i < ph->n; i++) {
+        bool ok;
+        int rc = idx_postings_block(ph->p[i], (uint32_t)m, &ph->blk[i], &ok,
+                                    err);
+        if (rc || !ok)
+            return rc;
+        ph->bat[i] = 0;
+    }
+    for (size_t j = 0; j < m; j++) {
+        bool every = true;
+        for (size_t i = 0; every && i < ph->n; i++) {
+            const idx_blk *b = &ph->blk[i];
+            uint32_t k = idx_gallop(b->ids, ph->bat[i], b->n, cand[j]);
+            ph->bat[i] = k;
+            every = k < b->n && b->ids[k] == cand[j];
+        }
+        for (size_t i = 0; every && i < ph->n; i++) {
+            int rc = idx_postings_block_doc(ph->p[i], ph->bat[i], err);
+            if (rc)
+                return rc;
+        }
+        *total += every && phrase_in_blocks(ph);
+    }
+    block_rounds++;
+    *done = true;
+    return KVFTS_OK;
 }
 
 /* Position every term on the first document >= target holding the phrase. */
@@ -835,7 +917,11 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
             }
             m = o;
         }
-        for (size_t j = 0; !rc && j < m; j++) {
+        bool done = false;
+        if (m > PHRASE_FEW &&
+            (rc = phrase_count_blocks(ph, b.v, m, &total, &done, err)))
+            break;
+        for (size_t j = 0; !done && !rc && j < m; j++) {
             bool every = true;
             for (size_t k = 0; !rc && every && k < ph->n; k++) {
                 rc = idx_postings_skip_to(ph->p[ph->order[k]], b.v[j], err);
@@ -891,6 +977,8 @@ static void phrase_free(qry_iter *it)
     kv_free(ph->views);
     kv_free(ph->nviews);
     kv_free(ph->vat);
+    kv_free(ph->blk);
+    kv_free(ph->bat);
     kv_free(ph);
 }
 
@@ -918,8 +1006,10 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     ph->views = kv_calloc(n->nterms, sizeof *ph->views);
     ph->nviews = kv_calloc(n->nterms, sizeof *ph->nviews);
     ph->vat = kv_calloc(n->nterms, sizeof *ph->vat);
+    ph->blk = kv_calloc(n->nterms, sizeof *ph->blk);
+    ph->bat = kv_calloc(n->nterms, sizeof *ph->bat);
     if (!ph->p || !ph->order || !ph->pos || !ph->npos || !ph->at ||
-        !ph->views || !ph->nviews || !ph->vat) {
+        !ph->views || !ph->nviews || !ph->vat || !ph->blk || !ph->bat) {
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
         goto fail;
     }

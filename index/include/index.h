@@ -249,6 +249,33 @@ typedef struct idx_view {
  *  after idx_postings_need(IDX_DECODE_POSITIONS).  Borrowed until the
  *  iterator moves. */
 const idx_view *idx_postings_views(idx_postings *p, uint32_t *n);
+/** The current block whole, for checking many of its documents at once
+ *  (a phrase's dense candidates): its ids and, per document, its views
+ *  with their positions (valid after idx_postings_block_doc).  Views are given by
+ *  column index: sel[] tells the selected field's, cols[] maps an index
+ *  to its column (ascending with the index).  Borrowed until the iterator
+ *  moves. */
+typedef struct idx_blk {
+    const uint32_t *ids;      /* the block's documents, ascending */
+    uint32_t n;
+    const uint32_t *vstart;   /* document i's views: [vstart[i], vstart[i+1]) */
+    const uint32_t *vcol;     /* a view's column index */
+    const uint32_t *vtf;      /* its tf */
+    const uint32_t *poff;     /* its positions: pos[poff[v] .. + vtf[v]) */
+    const uint32_t *pos;
+    const uint8_t *sel;       /* per column index: selected */
+    const uint32_t *cols;     /* per column index: the column */
+} idx_blk;
+/** *@p ok: the current block is given in *@p out.  Only when it holds the
+ *  term's every posting in its range (one segment holds the term, with no
+ *  deletions), it has positions, and the caller will look at @p want of
+ *  its documents, enough to repay decoding all of them (else the caller
+ *  goes by posting: idx_postings_need decodes one document's). */
+int idx_postings_block(idx_postings *p, uint32_t want, idx_blk *out,
+                       bool *ok, kv_err *err);
+/** Make document @p i of that block's positions valid in it (they are
+ *  decoded a document at a time, as they are looked at). */
+int idx_postings_block_doc(idx_postings *p, uint32_t i, kv_err *err);
 /** Upper bound of the tf in the current block (block-max pruning), and
  *  the block's last doc id. */
 uint32_t idx_postings_block_max_tf(const idx_postings *p);

@@ -87,6 +87,10 @@ void qry_node_free(qry_node *n);            /* NULL: no-op */
  *  AND(f:a, -f:b, OR(f:c, f:d), f:"x y", f:"x _ y" (a gap), f:pre*), EMPTY. */
 int qry_node_dump(const qry_node *n, kv_buf *out, kv_err *err);
 
+/** Test hook: rounds of candidates a phrase count has checked from its
+ *  terms' blocks whole (idx_postings_block), since the process began. */
+uint64_t qry_test_phrase_block_rounds(void);
+
 /* ------------------------------------------------------------------------ */
 /* Running a search (qry_run.c)                                              */
 

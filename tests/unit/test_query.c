@@ -1078,6 +1078,21 @@ static void test_topk_counts(void **state)
         tk_query(&q);
         tk_check(&f, docs, n, &q);
     }
+    /* One segment: a phrase count checks its dense candidates from whole
+     * blocks (qry_test_phrase_block_rounds), not posting by posting. */
+    assert_int_equal(kvfts_optimize(f.db, NULL, NULL), 0);
+    uint64_t rounds = qry_test_phrase_block_rounds();
+    for (int i = 0; i < 40; i++) {
+        tk_query(&q);
+        if (q.kind < 5) {      /* a phrase of the query's words */
+            q.kind = 5 + (int)rnd(2);
+            snprintf(q.text, sizeof q.text, "%s\"%s %s\"",
+                     q.kind == 6 ? "body:" : "", tk_vocab[q.a],
+                     tk_vocab[q.b]);
+        }
+        tk_check(&f, docs, n, &q);
+    }
+    assert_true(qry_test_phrase_block_rounds() > rounds);
     /* replaces in a batch, then single deletes and puts: deletions and
      * postings of the same ids in newer segments */
     kvfts_batch *b = NULL;
