@@ -1009,6 +1009,7 @@ struct idx_postings {
     uint32_t runn, runat;  /* the kept run's length (0: none); where cur
                               was */
     uint64_t runkey;       /* the cursors' block loads it was made from */
+    uint32_t runbound;     /* and the end of their blocks it stopped at */
 };
 
 void idx_postings_close(idx_postings *p)
@@ -1302,27 +1303,7 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
             return KVFTS_OK;
         }
     }
-    /* The merged run of the loaded blocks is kept until a cursor loads
-     * another block: a count asks for the run of the same blocks from
-     * one candidate after another (an AND's sparse lead against a dense
-     * term), and merging them again each time was 40% of a phrase
-     * count over two segments.  The run from cur is the kept one's
-     * suffix: ids before cur are behind every cursor, and a cursor that
-     * ran out since only shortens what the run may cover. */
-    uint64_t key = 0;
-    for (uint32_t s = 0; s < p->nsc; s++)
-        key += p->sc[s].gen;
-    if (p->runn && key == p->runkey && p->run[p->runn - 1] >= p->cur) {
-        uint32_t lo = idx_gallop(p->run, p->run[p->runat] <= p->cur
-                                         ? p->runat : 0, p->runn, p->cur);
-        if (lo < p->runn && p->run[lo] == p->cur) {
-            p->runat = lo;
-            *ids = p->run + lo;
-            *n = p->runn - lo;
-            return KVFTS_OK;
-        }
-    }
-    p->runn = 0;
+    /* The run ends at the first end of the cursors' loaded blocks. */
     uint32_t bound = NOWHERE;
     uint64_t room = 0;
     for (uint32_t s = 0; s < p->nsc; s++) {
@@ -1334,6 +1315,30 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
             bound = last;
         room += sc->blk.l.n - sc->i;
     }
+    /* The merged run of the loaded blocks is kept until a cursor loads
+     * another block: a count asks for the run of the same blocks from
+     * one candidate after another (an AND's sparse lead against a dense
+     * term), and merging them again each time was 40% of a phrase
+     * count over two segments.  The run from cur is the kept one's
+     * suffix: ids before cur are behind every cursor.  A cursor that ran
+     * out since moves the bound on (without a block load): the kept run
+     * would stop short of idx_postings_block_last(), and a count would
+     * skip the ids between (a phrase count lost matches so). */
+    uint64_t key = 0;
+    for (uint32_t s = 0; s < p->nsc; s++)
+        key += p->sc[s].gen;
+    if (p->runn && key == p->runkey && bound == p->runbound &&
+        p->run[p->runn - 1] >= p->cur) {
+        uint32_t lo = idx_gallop(p->run, p->run[p->runat] <= p->cur
+                                         ? p->runat : 0, p->runn, p->cur);
+        if (lo < p->runn && p->run[lo] == p->cur) {
+            p->runat = lo;
+            *ids = p->run + lo;
+            *n = p->runn - lo;
+            return KVFTS_OK;
+        }
+    }
+    p->runn = 0;
     int rc = idx__grow(&p->run, &p->runcap, room ? room : 1, 4, err);
     if (rc)
         return fail(p, rc, err);
@@ -1389,6 +1394,7 @@ int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
     p->runn = m && p->run[0] == p->cur ? m : 0;
     p->runat = 0;
     p->runkey = key;
+    p->runbound = bound;
     return KVFTS_OK;
 }
 

@@ -828,59 +828,77 @@ static void corpus_put(fx *f, rcorpus *c, size_t i, const char *key)
     rdoc_analyze(f, d);
 }
 
+/* One round of the reference comparison: a random corpus loaded in a
+ * batch, queried; then replaced, deleted and added to one document at a
+ * time (segments, deletions, merges), queried again. */
+static void reference_round(int round)
+{
+    fx f;
+    fx_open(&f, NULL);
+    rcorpus *c = calloc(1, sizeof *c);
+    size_t ndocs = 20 + rnd(120);
+    kvfts_batch *b = NULL;
+    assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
+    for (size_t i = 0; i < ndocs; i++) {
+        rdoc *d = &c->docs[c->n++];
+        snprintf(d->key, sizeof d->key, "d%03zu", i);
+        d->json = random_doc();
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(d->key),
+                                           S(d->json)), 0);
+    }
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    for (size_t i = 0; i < c->n; i++)
+        rdoc_analyze(&f, &c->docs[i]);
+    run_random_queries(&f, c, 60);
+
+    /* replaces, deletes, new documents */
+    for (int op = 0; op < 30; op++) {
+        size_t i = rnd((uint32_t)c->n);
+        int what = (int)rnd(3);
+        if (what == 0) {
+            corpus_put(&f, c, i, c->docs[i].key);
+        } else if (what == 1 && c->n > 5) {
+            assert_int_equal(kvfts_del(f.db, S(c->docs[i].key), 0), 0);
+            free(c->docs[i].json);
+            free(c->docs[i].occ);
+            c->docs[i] = c->docs[--c->n];
+        } else if (c->n < 400) {
+            char key[32];
+            snprintf(key, sizeof key, "n%03d-%d", op, round);
+            c->docs[c->n].json = NULL;
+            c->docs[c->n].occ = NULL;
+            corpus_put(&f, c, c->n, key);
+            c->n++;
+        }
+    }
+    run_random_queries(&f, c, 60);
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->docs[i].json);
+        free(c->docs[i].occ);
+    }
+    free(c);
+    fx_close(&f);
+}
+
 static void test_reference(void **state)
 {
     (void)state;
     const char *env = getenv("KVFTS_QUERY_ROUNDS");
     int rounds = env ? atoi(env) : 3;
-    for (int round = 0; round < rounds; round++) {
-        fx f;
-        fx_open(&f, NULL);
-        rcorpus *c = calloc(1, sizeof *c);
-        size_t ndocs = 20 + rnd(120);
-        kvfts_batch *b = NULL;
-        assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
-        for (size_t i = 0; i < ndocs; i++) {
-            rdoc *d = &c->docs[c->n++];
-            snprintf(d->key, sizeof d->key, "d%03zu", i);
-            d->json = random_doc();
-            assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(d->key),
-                                               S(d->json)), 0);
-        }
-        assert_int_equal(kvfts_batch_commit(b), 0);
-        kvfts_batch_free(b);
-        for (size_t i = 0; i < c->n; i++)
-            rdoc_analyze(&f, &c->docs[i]);
-        run_random_queries(&f, c, 60);
-
-        /* replaces, deletes, new documents */
-        for (int op = 0; op < 30; op++) {
-            size_t i = rnd((uint32_t)c->n);
-            int what = (int)rnd(3);
-            if (what == 0) {
-                corpus_put(&f, c, i, c->docs[i].key);
-            } else if (what == 1 && c->n > 5) {
-                assert_int_equal(kvfts_del(f.db, S(c->docs[i].key), 0), 0);
-                free(c->docs[i].json);
-                free(c->docs[i].occ);
-                c->docs[i] = c->docs[--c->n];
-            } else if (c->n < 400) {
-                char key[32];
-                snprintf(key, sizeof key, "n%03d-%d", op, round);
-                c->docs[c->n].json = NULL;
-                c->docs[c->n].occ = NULL;
-                corpus_put(&f, c, c->n, key);
-                c->n++;
-            }
-        }
-        run_random_queries(&f, c, 60);
-        for (size_t i = 0; i < c->n; i++) {
-            free(c->docs[i].json);
-            free(c->docs[i].occ);
-        }
-        free(c);
-        fx_close(&f);
+    for (int round = 0; round < rounds; round++)
+        reference_round(round);
+    /* Rounds that once failed, from the random state they began at:
+     * 'title:"gam beta"' counted 1 of 2 matches (a count reused a run of
+     * ids kept from before a segment's cursor ran out, which stopped
+     * short of the bound the count took from the blocks). */
+    static const uint64_t failed[] = { 0x8fd95da669d94e45ull };
+    uint64_t keep = rng_state;
+    for (size_t i = 0; i < sizeof failed / sizeof *failed; i++) {
+        rng_state = failed[i];
+        reference_round(1);
     }
+    rng_state = keep;
     /* the random queries are not all trivially empty */
     printf("[ ref      ] %d random queries, %d with matches\n", queries_run,
            queries_matching);
