@@ -1465,7 +1465,7 @@ int idx_postings_block(idx_postings *p, uint32_t want, idx_blk *out,
         return p->rc;
     }
     segcur *sc = p->at;
-    if (!sc || p->nsc != 1 || p->ndel || !sc->blk.l.positions ||
+    if (!sc || !sc->blk.l.positions ||
         (uint64_t)want * IDX_BLOCK_WHOLE < sc->blk.l.n)
         return KVFTS_OK;
     int rc = idx_block_need_gaps(&sc->blk, err);

@@ -266,11 +266,13 @@ typedef struct idx_blk {
     const uint8_t *sel;       /* per column index: selected */
     const uint32_t *cols;     /* per column index: the column */
 } idx_blk;
-/** *@p ok: the current block is given in *@p out.  Only when it holds the
- *  term's every posting in its range (one segment holds the term, with no
- *  deletions), it has positions, and the caller will look at @p want of
- *  its documents, enough to repay decoding all of them (else the caller
- *  goes by posting: idx_postings_need decodes one document's). */
+/** *@p ok: the current block is given in *@p out.  Only when it has
+ *  positions and the caller will look at @p want of its documents, enough
+ *  to repay decoding all of them (else the caller goes by posting:
+ *  idx_postings_need decodes one document's).  With several segments, the
+ *  block holds the term's live version of each id from the current one up
+ *  to idx_postings_block_last(), and of no other: look up there only the
+ *  ids a run (idx_postings_run) gave, which are live. */
 int idx_postings_block(idx_postings *p, uint32_t want, idx_blk *out,
                        bool *ok, kv_err *err);
 /** Make document @p i of that block's positions valid in it (they are
