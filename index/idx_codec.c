@@ -373,7 +373,8 @@ static int corrupt_block(const idx_block *b, const char *what, kv_err *err)
 }
 
 /* Stage 2, the view counts: l.vstart, and the number of views (l.nv), with
- * room for that many; the column stream checked for their size. */
+ * room for that many; the count and column streams checked for their
+ * size (a count of ids reads neither). */
 static int decode_counts(idx_block *b, uint32_t ncols, kv_err *err)
 {
     idx_plist *l = &b->l;
@@ -386,6 +387,8 @@ static int decode_counts(idx_block *b, uint32_t ncols, kv_err *err)
         for (uint32_t i = 0; i <= n; i++)
             l->vstart[i] = i;
     } else {
+        if (idx_svb_size(vc, b->vcb, n, true) != b->vcb)
+            return corrupt_block(b, "view counts", err);
         if (b->scap < n + 1 &&
             idx__grow(&b->scratch, &b->scap, (uint64_t)n + 1, 4, err))
             return KVFTS_ENOMEM;
@@ -759,10 +762,8 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
         h.tfb > avail - h.idb - h.vcb - h.vxb ||
         h.posb != avail - h.idb - h.vcb - h.vxb - h.tfb ||
         (!(h.flags & IDX_B_POSITIONS) && h.posb) ||
-        idx_svb_size(p, h.idb, h.n - 1, false) != h.idb ||
-        (!(h.flags & IDX_B_ONEVIEW) &&
-         idx_svb_size(p + h.idb, h.vcb, h.n, true) != h.vcb))
-        goto bad;
+        idx_svb_size(p, h.idb, h.n - 1, false) != h.idb)
+        goto bad;          /* (the view counts: when they are decoded) */
     int rc = idx_plist_reserve(l, h.n, 0, 0, err);
     if (rc)
         return rc;
