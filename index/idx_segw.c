@@ -243,6 +243,18 @@ static int flush_block(idx_segw *w, kv_err *err)
     return KVFTS_OK;
 }
 
+/* Count document i of l in the term's document frequencies: per column,
+ * and once in `_all` if a view of it is there (its columns checked). */
+static void doc_counts(idx_segw *w, const idx_plist *l, uint32_t i)
+{
+    bool all = false;
+    for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++) {
+        w->df[l->vcol[v]]++;
+        all |= (w->cols[l->vcol[v]] & IDX_KIND_ALL) != 0;
+    }
+    w->df_all += all;
+}
+
 int idx_segw_term_add(idx_segw *w, const idx_plist *l, uint32_t from,
                       uint32_t to, kv_err *err)
 {
@@ -256,16 +268,11 @@ int idx_segw_term_add(idx_segw *w, const idx_plist *l, uint32_t from,
         if (w->ndocs && id <= w->last)
             return kv_seterr(err, KVFTS_ERROR, "segment writer: postings "
                              "out of order (%u after %u)", id, w->last);
-        bool all = false;
-        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++) {
-            uint32_t c = l->vcol[v];
-            if (c >= w->ncols)
+        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
+            if (l->vcol[v] >= w->ncols)
                 return kv_seterr(err, KVFTS_ERROR, "segment writer: column "
-                                 "index %u of %u", c, w->ncols);
-            w->df[c]++;
-            all |= (w->cols[c] & IDX_KIND_ALL) != 0;
-        }
-        w->df_all += all;
+                                 "index %u of %u", l->vcol[v], w->ncols);
+        doc_counts(w, l, i);
         if (w->ndocs++ == 0)
             w->first = id;
         w->last = id;
@@ -307,14 +314,8 @@ int idx_segw_term_add_block(idx_segw *w, const idx_block *b,
         return rc;
     w->bytes += sizeof key + len;
     w->nblocks++;
-    for (uint32_t i = 0; i < l->n; i++) {
-        bool all = false;
-        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++) {
-            w->df[l->vcol[v]]++;
-            all |= (w->cols[l->vcol[v]] & IDX_KIND_ALL) != 0;
-        }
-        w->df_all += all;
-    }
+    for (uint32_t i = 0; i < l->n; i++)
+        doc_counts(w, l, i);
     if (w->ndocs == 0)
         w->first = l->ids[0];
     w->ndocs += l->n;

@@ -1204,6 +1204,17 @@ static double or_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
  * filled a run (block) at a time, when the lists are long enough for the
  * bitmap's size (a bit per id) not to matter: no heap per posting.
  * Otherwise, and over other kids, it walks. */
+/* Set id's bit; 1 if it was clear.  Distinct ids are counted as their
+ * bits are set: no pass over the bitmap after (its popcount was a libgcc
+ * call per word: Debian builds for baseline x86-64, without POPCNT). */
+static inline uint64_t bit_set(uint64_t *bits, uint32_t id)
+{
+    uint64_t *w = &bits[id >> 6], m = 1ull << (id & 63);
+    uint64_t was = *w & m;
+    *w |= m;
+    return !was;
+}
+
 static int or_count(qry_iter *it, uint64_t *n, kv_err *err)
 {
     or_it *o = (or_it *)it;
@@ -1235,15 +1246,9 @@ static int or_count(qry_iter *it, uint64_t *n, kv_err *err)
             uint32_t rn;
             if ((rc = idx_postings_run(p, &r, &rn, err)))
                 break;
-            /* Distinct ids counted as their bits are set: no pass over
-             * the bitmap after (its popcount was a libgcc call per word:
-             * Debian builds for baseline x86-64, without POPCNT). */
             for (uint32_t j = 0; j < rn; j++)
-                if (r[j] <= o->maxid) {
-                    uint64_t *w = &bits[r[j] >> 6], m = 1ull << (r[j] & 63);
-                    c += !(*w & m);
-                    *w |= m;
-                }
+                if (r[j] <= o->maxid)
+                    c += bit_set(bits, r[j]);
             uint32_t last = rn ? r[rn - 1] : UINT32_MAX;
             rc = last == UINT32_MAX ? KVFTS_ITEROVER
                                     : idx_postings_skip_to(p, last + 1, err);
@@ -1800,11 +1805,8 @@ static int union_count(qry_iter *it, uint64_t *n, kv_err *err)
         return rc == QRY_EOF ? KVFTS_OK : rc;
     }
     uint64_t c = 0;
-    for (size_t i = 0; i < u->n; i++) {
-        uint64_t *w = &bits[u->v[i].doc >> 6], m = 1ull << (u->v[i].doc & 63);
-        c += !(*w & m);         /* distinct ids counted as they are set */
-        *w |= m;
-    }
+    for (size_t i = 0; i < u->n; i++)
+        c += bit_set(bits, u->v[i].doc);
     kv_free(bits);
     *n = c;
     return KVFTS_OK;
