@@ -386,7 +386,8 @@ void idx_test_merge_copy(bool on)
     tls_no_copy = !on;
 }
 
-/* The block an input starts at id, copied to the output as it is, when
+/* The block input x starts at its id (the run's smallest; @p next: the
+ * other inputs' smallest), copied to the output as it is, when
  * nothing in the run changes it: it is a block record of its own, no
  * other input has a posting in its id range and no deletion of the run
  * falls in it (dels from dat on are at id or after), and its column
@@ -394,18 +395,9 @@ void idx_test_merge_copy(bool on)
  * decoded, and it is not encoded again (segments of consecutive batches
  * hold id ranges apart, so most blocks of a merge are so).  *copied: it
  * was, and the input is on its next block. */
-static int copy_block(merger *g, uint32_t id, uint32_t dat, bool *copied,
-                      kv_err *err)
+static int copy_block(merger *g, input *x, uint32_t next, uint32_t dat,
+                      bool *copied, kv_err *err)
 {
-    input *x = NULL;
-    uint32_t next = UINT32_MAX;    /* the other inputs' smallest id */
-    for (uint32_t i = 0; i < g->nin; i++) {
-        uint32_t y = input_id(&g->in[i]);
-        if (y == id && !x)
-            x = &g->in[i];
-        else if (y < next)
-            next = y;
-    }
     if (!x || x->i != 0 || !x->raw || x->blk.decoded != IDX_DEC_IDS ||
         tls_no_copy)
         return KVFTS_OK;
@@ -521,11 +513,19 @@ static int merge_term(merger *g, const char *term, size_t tlen, kv_err *err)
     }
     uint32_t dat = 0;
     while (!rc) {
-        uint32_t id = UINT32_MAX;
+        /* The smallest id, the first input at it, and the next id of the
+         * others (id again if another input is at it too). */
+        uint32_t id = UINT32_MAX, next = UINT32_MAX;
+        input *first = NULL;
         for (uint32_t i = 0; i < g->nin; i++) {
-            uint32_t x = input_id(&g->in[i]);
-            if (x < id)
-                id = x;
+            uint32_t y = input_id(&g->in[i]);
+            if (y < id) {
+                next = id;
+                id = y;
+                first = &g->in[i];
+            } else if (y < next) {
+                next = y;
+            }
         }
         /* Deletions of ids before this posting (or all, at the end): no
          * posting of theirs is in the run: kept. */
@@ -539,7 +539,7 @@ static int merge_term(merger *g, const char *term, size_t tlen, kv_err *err)
         if (id == UINT32_MAX)
             break;
         bool copied = false;
-        if ((rc = copy_block(g, id, dat, &copied, err)))
+        if ((rc = copy_block(g, first, next, dat, &copied, err)))
             return rc;
         if (copied)
             continue;
