@@ -190,6 +190,16 @@ void kv_test_plain_files(bool on)
     tls_plain_files = on;
 }
 
+/* Test hook: kv_test_after_stamp. */
+static _Thread_local void (*tls_after_stamp)(void *);
+static _Thread_local void *tls_after_stamp_arg;
+
+void kv_test_after_stamp(void (*fn)(void *), void *arg)
+{
+    tls_after_stamp = fn;
+    tls_after_stamp_arg = arg;
+}
+
 /* Test hook: kv_test_die_in_commit. */
 static _Thread_local bool tls_die_in_commit;
 
@@ -1619,6 +1629,11 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
         snapshot_pin(in, t->txn);
     if (steady && atomic_load(&st->gen) == gen)
         t->stamp = gen + 1;
+    if (!ret && !write && tls_after_stamp) {
+        void (*fn)(void *) = tls_after_stamp;
+        tls_after_stamp = NULL;             /* once */
+        fn(tls_after_stamp_arg);
+    }
     if (!ret && write) {
         ret = t->txn->set_timeout(t->txn,
                                   (db_timeout_t)kv__busy_timeout() * 1000000u,

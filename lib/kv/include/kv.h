@@ -220,6 +220,10 @@ void kv_test_fail_checkpoints(bool on);
  *  next write commit, after counting it in the commit stamps and before
  *  Berkeley DB commits it. */
 void kv_test_die_in_commit(bool on);
+/** Test hook: in this thread, the next read transaction calls fn(arg) once
+ *  its stamp is set and before kv_txn_begin returns: where a commit of
+ *  another handle must not change what the transaction reads. */
+void kv_test_after_stamp(void (*fn)(void *), void *arg);
 /** Test hook: in this thread, files created are made as earlier versions
  *  made them (keys.db a plain B-tree). */
 void kv_test_plain_files(bool on);
