@@ -1571,8 +1571,10 @@ int kv_parts_list(kv_txn *t, uint32_t **ids, size_t *n, kv_err *err)
 
 /* Berkeley DB fixes a snapshot transaction's snapshot at its first page
  * read (txn_begin leaves its read LSN unset), not at txn_begin.  So a read
- * transaction reads one page (meta.db's root, for a key no record has)
- * before it loads gen again: a commit landing between the two loads and a
+ * transaction reads one page (meta.db's meta page, from the buffer pool
+ * directly: a DB->get of a key no record has cost 4.4k instructions, this
+ * about 1k; unit.kv's test_commit_stamps fails without it) before it
+ * loads gen again: a commit landing between the two loads and a
  * later first read would otherwise be in a snapshot stamped as before it,
  * and the handle's caches kept by stamp (a segment list, dictionary
  * chunks, field ids) would be used with a snapshot they do not belong to:
@@ -1582,13 +1584,11 @@ static void snapshot_pin(bdb_inst *in, DB_TXN *txn)
     DB *db = in->db[KV_META];
     if (!db)
         return;
-    DBT k, v;
-    memset(&k, 0, sizeof k);
-    memset(&v, 0, sizeof v);
-    k.data = (void *)"\0pin";
-    k.size = 4;
-    v.flags = DB_DBT_USERMEM | DB_DBT_PARTIAL;   /* nothing copied */
-    (void)db->get(db, txn, &k, &v, 0);
+    DB_MPOOLFILE *mpf = db->get_mpf(db);
+    db_pgno_t pg = 0;
+    void *page;
+    if (mpf && mpf->get(mpf, &pg, txn, 0, &page) == 0)
+        (void)mpf->put(mpf, page, DB_PRIORITY_UNCHANGED, 0);
 }
 
 int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
