@@ -206,15 +206,17 @@ void qry_node_free(qry_node *n)
 {
     if (!n)
         return;
-    for (size_t i = 0; i < n->nterms; i++)
-        kv_free(n->terms[i]);
-    kv_free(n->terms);
-    kv_free(n->tlens);
-    kv_free(n->offs);
+    if (!n->packed) {
+        for (size_t i = 0; i < n->nterms; i++)
+            kv_free(n->terms[i]);
+        kv_free(n->terms);
+        kv_free(n->tlens);
+        kv_free(n->offs);
+        kv_free(n->field);
+    }
     for (size_t i = 0; i < n->nkids; i++)
         qry_node_free(n->kids[i]);
     kv_free(n->kids);
-    kv_free(n->field);
     kv_free(n);
 }
 
@@ -243,34 +245,43 @@ static int node_add_kid(parser *p, qry_node *n, qry_node *kid)
 }
 
 /* A leaf with field and nterms terms (from the analysis scratch). */
+/* A leaf in one allocation: the node, then its terms' pointers, lengths
+ * and offsets, then its field's and terms' bytes (a search parses a leaf
+ * per word: six allocations each were a sixth of a one-term count). */
 static qry_node *leaf_new(parser *p, qry_kind kind, size_t pos,
                           const char *field, size_t flen, size_t from,
                           size_t count)
 {
-    qry_node *n = node_new(p, kind, pos);
-    if (!n)
+    size_t bytes = sizeof(qry_node) + count * (sizeof(char *) +
+                   sizeof(size_t) + sizeof(uint32_t)) + flen + 1;
+    for (size_t i = 0; i < count; i++)
+        bytes += p->at_terms[from + i].len + 1;
+    qry_node *n = kv_calloc(1, bytes);
+    if (!n) {
+        kv_seterr(p->err, KVFTS_ENOMEM, "out of memory");
         return NULL;
-    n->field = kv_strndup(field, flen);
+    }
+    n->kind = kind;
+    n->pos = pos;
+    n->packed = true;
+    n->terms = (char **)(n + 1);
+    n->tlens = (size_t *)(n->terms + count);
+    n->offs = (uint32_t *)(n->tlens + count);
+    char *c = (char *)(n->offs + count);
+    n->field = c;
+    memcpy(c, field, flen);
+    c += flen + 1;
     n->flen = flen;
-    n->terms = kv_calloc(count, sizeof *n->terms);
-    n->tlens = kv_calloc(count, sizeof *n->tlens);
-    n->offs = kv_calloc(count, sizeof *n->offs);
-    if (!n->field || !n->terms || !n->tlens || !n->offs)
-        goto oom;
     for (size_t i = 0; i < count; i++) {
         const struct aterm *a = &p->at_terms[from + i];
-        n->terms[i] = kv_strndup(p->abuf.data + a->off, a->len);
-        if (!n->terms[i])
-            goto oom;
-        n->nterms++;
+        n->terms[i] = c;
+        memcpy(c, p->abuf.data + a->off, a->len);
+        c += a->len + 1;
         n->tlens[i] = a->len;
         n->offs[i] = a->pos - p->at_terms[from].pos;
     }
+    n->nterms = count;
     return n;
-oom:
-    qry_node_free(n);
-    kv_seterr(p->err, KVFTS_ENOMEM, "out of memory");
-    return NULL;
 }
 
 /* ---- analysis of leaves -------------------------------------------------- */

@@ -72,6 +72,7 @@ struct qry_node {
     uint32_t *offs;       /* PHRASE: position of term i relative to term 0 */
     size_t nkids;         /* AND, OR */
     qry_node **kids;
+    bool packed;          /* field and terms in the node's allocation */
 };
 
 /** Parse and analyze query @p q (UTF-8, @p len bytes) under analysis @p a
