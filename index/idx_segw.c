@@ -1125,6 +1125,7 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     if (rc) {
         pthread_mutex_lock(&f.mu);
         f.stop = true;
+        pthread_cond_broadcast(&f.cv);
         pthread_mutex_unlock(&f.mu);
     }
     if (async)
