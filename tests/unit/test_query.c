@@ -885,7 +885,7 @@ static void test_reference(void **state)
 {
     (void)state;
     const char *env = getenv("KVFTS_QUERY_ROUNDS");
-    int rounds = env ? atoi(env) : 3;
+    int rounds = env ? atoi(env) : 8;
     for (int round = 0; round < rounds; round++)
         reference_round(round);
     /* Rounds that once failed, from the random state they began at:
