@@ -202,18 +202,12 @@ static int lex(parser *p)
 
 /* ---- nodes --------------------------------------------------------------- */
 
+/* A leaf's field and terms live in its own allocation (leaf_new); other
+ * nodes have none. */
 void qry_node_free(qry_node *n)
 {
     if (!n)
         return;
-    if (!n->packed) {
-        for (size_t i = 0; i < n->nterms; i++)
-            kv_free(n->terms[i]);
-        kv_free(n->terms);
-        kv_free(n->tlens);
-        kv_free(n->offs);
-        kv_free(n->field);
-    }
     for (size_t i = 0; i < n->nkids; i++)
         qry_node_free(n->kids[i]);
     kv_free(n->kids);
@@ -263,7 +257,6 @@ static qry_node *leaf_new(parser *p, qry_kind kind, size_t pos,
     }
     n->kind = kind;
     n->pos = pos;
-    n->packed = true;
     n->terms = (char **)(n + 1);
     n->tlens = (size_t *)(n->terms + count);
     n->offs = (uint32_t *)(n->tlens + count);

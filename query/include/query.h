@@ -64,7 +64,9 @@ struct qry_node {
     qry_kind kind;
     bool neg;             /* a NOT kid of an AND */
     size_t pos;           /* byte offset in the query text (for messages) */
-    char *field;          /* TERM, PHRASE, PREFIX: NUL-terminated path */
+    char *field;          /* TERM, PHRASE, PREFIX: NUL-terminated path
+                             (it, terms, tlens and offs share the node's
+                             allocation) */
     size_t flen;
     size_t nterms;        /* TERM, PREFIX: 1; PHRASE: >= 2 */
     char **terms;         /* NUL-terminated index terms */
@@ -72,7 +74,6 @@ struct qry_node {
     uint32_t *offs;       /* PHRASE: position of term i relative to term 0 */
     size_t nkids;         /* AND, OR */
     qry_node **kids;
-    bool packed;          /* field and terms in the node's allocation */
 };
 
 /** Parse and analyze query @p q (UTF-8, @p len bytes) under analysis @p a
