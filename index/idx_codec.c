@@ -692,16 +692,8 @@ int idx_block_need_doc(idx_block *b, uint32_t i, kv_err *err)
             rc = bydoc_index(b, err);
         return rc ? rc : bydoc_decode(b, i, err);
     }
-    b->bydoc = false;
-    if (b->decoded < IDX_DEC_VIEWS)
-        rc = decode_views(b, b->ncols, err);
-    if (!rc && !b->gaps)
-        rc = decode_gaps(b, err);
-    if (!rc && !b->pconv[i]) {
-        b->ndoc++;
-        rc = doc_positions(b, i, err);
-    }
-    return rc;
+    rc = idx_block_need_gaps(b, err);
+    return rc ? rc : idx_block_doc_positions(b, i, err);
 }
 
 int idx_block_need_gaps(idx_block *b, kv_err *err)
