@@ -702,7 +702,7 @@ typedef struct flushp {
     unsigned active;          /* helpers in the phase */
     bool abort;               /* a task failed: the phase stops */
     bool stop;                /* the flushing thread failed: all stop */
-    bool writing;             /* the write phase has begun (r, nr set) */
+    uint32_t want;            /* ranges to cut the term space into */
     /* the driver (driver_main), under mu once started */
     const idx_runner *run;
     pthread_t driver;
@@ -901,8 +901,7 @@ static int phase_run(flushp *f, int phase, uint32_t ntasks,
     f->abort = false;
     memset(f->done, 0, ntasks);
     f->active = 0;
-    f->writing = phase == PH_WRITE;
-    pthread_cond_broadcast(&f->cv);
+    pthread_cond_broadcast(&f->cv);     /* flush_consume waits for it */
     pthread_mutex_unlock(&f->mu);
     for (unsigned h = 0; h < run->helpers && h + 1 < ntasks; h++) {
         pthread_mutex_lock(&f->mu);
@@ -1009,10 +1008,9 @@ static void *driver_main(void *arg)
     flushp *f = arg;
     const idx_runner *run = f->run;
     kv_err e = KV_ERR_INIT;
-    uint32_t want = 4 * (run->helpers + 1);
     int rc = phase_run(f, PH_SORT, f->n, run, &e);
     if (!rc)
-        rc = ranges_make(f, want, &e);
+        rc = ranges_make(f, f->want, &e);
     if (!rc)
         rc = phase_run(f, PH_COUNT, f->nr, run, &e);
     uint32_t ord = 0;
@@ -1050,10 +1048,12 @@ static int flush_consume(flushp *f, kv_err *err)
 {
     for (uint32_t k = 0;; k++) {
         pthread_mutex_lock(&f->mu);
-        while (!f->driver_done && !(f->writing && k < f->nr && f->done[k]))
+        while (!f->driver_done &&
+               !(f->phase == PH_WRITE && k < f->nr && f->done[k]))
             pthread_cond_wait(&f->cv, &f->mu);
-        bool ready = f->writing && k < f->nr && f->done[k] && !f->r[k].rc;
-        bool last = f->writing && k >= f->nr;
+        bool writing = f->phase == PH_WRITE;    /* r, nr set */
+        bool ready = writing && k < f->nr && f->done[k] && !f->r[k].rc;
+        bool last = writing && k >= f->nr;
         pthread_mutex_unlock(&f->mu);
         if (last || !ready)
             return KVFTS_OK;
@@ -1105,8 +1105,8 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     }
     pthread_mutex_init(&f.mu, NULL);
     pthread_cond_init(&f.cv, NULL);
-    uint32_t want = 4 * (run->helpers + 1);
-    uint32_t most = want > n ? want : n;
+    f.want = 4 * (run->helpers + 1);
+    uint32_t most = f.want > n ? f.want : n;
     f.done = kv_calloc(most, 1);
     f.terr = kv_calloc(n, sizeof *f.terr);
     f.trc = kv_calloc(n, sizeof *f.trc);
@@ -1130,8 +1130,6 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     }
     if (async)
         pthread_join(f.driver, NULL);
-    if (!rc && !f.driver_done)
-        rc = kv_seterr(err, KVFTS_ERROR, "segment writer stopped");
     if (!rc && f.driver_rc) {
         rc = f.driver_rc;
         *err = f.driver_err;
