@@ -561,12 +561,26 @@ static int add_lengths(idx_shard *s, uint32_t docid, const idx_dterms *d,
 /* Lookups ahead: terms apart (a ring of 4 guesses holds AHEAD). */
 #define AHEAD 4
 
-/* The third step of a lookup ahead: the term's bytes and its buffer. */
-static void ahead_str(const idx_shard *s, uint32_t id)
+/* The lookups ahead of a document's terms t in the shard's big table, as
+ * term e of them comes (-2 AHEAD <= e < t->n): fetch the home slot of
+ * term e + 2 AHEAD, read it and guess term e + AHEAD's id (g[], a ring),
+ * fetch the bytes and buffer of term e + AHEAD / 2. */
+static void ahead_step(const idx_shard *s, const strtab *t, int64_t e,
+                       uint32_t *g)
 {
-    idx__strtab_prefetch_str(&s->terms, id);
-    if (id < s->tbcap)
-        __builtin_prefetch(&s->tb[id]);
+    int64_t nt = t->n, a = e + 2 * AHEAD, b = e + AHEAD, c = e + AHEAD / 2;
+    if (a < nt)
+        idx__strtab_prefetch(&s->terms,
+                             idx__strtab_hash_of(t, (uint32_t)a));
+    if (b >= 0 && b < nt)
+        g[b & 3] = idx__strtab_guess(&s->terms,
+                                     idx__strtab_hash_of(t, (uint32_t)b));
+    if (c >= 0 && c < nt) {
+        uint32_t id = g[c & 3];
+        idx__strtab_prefetch_str(&s->terms, id);
+        if (id < s->tbcap)
+            __builtin_prefetch(&s->tb[id]);
+    }
 }
 
 int idx_shard_doc(idx_shard *s, uint32_t docid, const char *old_json,
@@ -598,24 +612,11 @@ int idx_shard_doc(idx_shard *s, uint32_t docid, const char *old_json,
     }
     /* The new version's terms, looked up in the shard's big table a few
      * terms ahead (idx__strtab_guess): each lookup is cache misses. */
-    uint32_t g[4], nt = n->terms.n;
-    for (uint32_t j = 0; j < nt && j < 2 * AHEAD; j++)
-        idx__strtab_prefetch(&s->terms, idx__strtab_hash_of(&n->terms, j));
-    for (uint32_t j = 0; j < nt && j < AHEAD; j++)
-        g[j & 3] = idx__strtab_guess(&s->terms,
-                                     idx__strtab_hash_of(&n->terms, j));
-    for (uint32_t j = 0; j < nt && j < AHEAD / 2; j++)
-        ahead_str(s, g[j & 3]);
-    for (uint32_t e = 0; !rc && e < nt; e++) {
-        if (e + 2 * AHEAD < nt)
-            idx__strtab_prefetch(&s->terms,
-                                 idx__strtab_hash_of(&n->terms,
-                                                     e + 2 * AHEAD));
-        if (e + AHEAD < nt)
-            g[(e + AHEAD) & 3] = idx__strtab_guess(
-                &s->terms, idx__strtab_hash_of(&n->terms, e + AHEAD));
-        if (e + AHEAD / 2 < nt)
-            ahead_str(s, g[(e + AHEAD / 2) & 3]);
+    uint32_t g[4];
+    for (int64_t e = -2 * AHEAD; e < 0; e++)
+        ahead_step(s, &n->terms, e, g);
+    for (uint32_t e = 0; !rc && e < n->terms.n; e++) {
+        ahead_step(s, &n->terms, e, g);
         uint32_t tl, eo;
         const char *t = idx__strtab_str(&n->terms, e, &tl);
         if (o->terms.n && idx__strtab_get(&o->terms, t, tl, &eo) &&
