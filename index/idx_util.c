@@ -139,7 +139,7 @@ bool idx__strtab_get(const strtab *t, const char *s, size_t n, uint32_t *id)
 {
     if (!t->n)
         return false;
-    uint32_t h = (uint32_t)XXH3_64bits(s, n);
+    uint32_t h = idx__strtab_hash(s, n);
     uint64_t x = t->slots[strtab_find(t, s, n, h)];
     if (!x)
         return false;

@@ -1200,10 +1200,6 @@ static double or_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
     return or_bound_from((or_it *)it, 0, cx);
 }
 
-/* An OR of terms counts its union in a bitmap of the index's doc ids,
- * filled a run (block) at a time, when the lists are long enough for the
- * bitmap's size (a bit per id) not to matter: no heap per posting.
- * Otherwise, and over other kids, it walks. */
 /* Set id's bit; 1 if it was clear.  Distinct ids are counted as their
  * bits are set: no pass over the bitmap after (its popcount was a libgcc
  * call per word: Debian builds for baseline x86-64, without POPCNT). */
@@ -1215,6 +1211,10 @@ static inline uint64_t bit_set(uint64_t *bits, uint32_t id)
     return !was;
 }
 
+/* An OR of terms counts its union in a bitmap of the index's doc ids,
+ * filled a run (block) at a time, when the lists are long enough for the
+ * bitmap's size (a bit per id) not to matter: no heap per posting.
+ * Otherwise, and over other kids, it walks. */
 static int or_count(qry_iter *it, uint64_t *n, kv_err *err)
 {
     or_it *o = (or_it *)it;

@@ -214,9 +214,11 @@ void qry_node_free(qry_node *n)
     kv_free(n);
 }
 
-static qry_node *node_new(parser *p, qry_kind kind, size_t pos)
+/* A node, with @p extra bytes after it (a leaf's arrays and strings). */
+static qry_node *node_new_extra(parser *p, qry_kind kind, size_t pos,
+                                size_t extra)
 {
-    qry_node *n = kv_calloc(1, sizeof *n);
+    qry_node *n = kv_calloc(1, sizeof *n + extra);
     if (!n) {
         kv_seterr(p->err, KVFTS_ENOMEM, "out of memory");
         return NULL;
@@ -224,6 +226,11 @@ static qry_node *node_new(parser *p, qry_kind kind, size_t pos)
     n->kind = kind;
     n->pos = pos;
     return n;
+}
+
+static qry_node *node_new(parser *p, qry_kind kind, size_t pos)
+{
+    return node_new_extra(p, kind, pos, 0);
 }
 
 static int node_add_kid(parser *p, qry_node *n, qry_node *kid)
@@ -238,25 +245,21 @@ static int node_add_kid(parser *p, qry_node *n, qry_node *kid)
     return KVFTS_OK;
 }
 
-/* A leaf with field and nterms terms (from the analysis scratch). */
-/* A leaf in one allocation: the node, then its terms' pointers, lengths
- * and offsets, then its field's and terms' bytes (a search parses a leaf
- * per word: six allocations each were a sixth of a one-term count). */
+/* A leaf with field and count terms (from the analysis scratch), in one
+ * allocation: the node, then its terms' pointers, lengths and offsets,
+ * then its field's and terms' bytes (a search parses a leaf per word: six
+ * allocations each were a sixth of a one-term count). */
 static qry_node *leaf_new(parser *p, qry_kind kind, size_t pos,
                           const char *field, size_t flen, size_t from,
                           size_t count)
 {
-    size_t bytes = sizeof(qry_node) + count * (sizeof(char *) +
-                   sizeof(size_t) + sizeof(uint32_t)) + flen + 1;
+    size_t extra = count * (sizeof(char *) + sizeof(size_t) +
+                            sizeof(uint32_t)) + flen + 1;
     for (size_t i = 0; i < count; i++)
-        bytes += p->at_terms[from + i].len + 1;
-    qry_node *n = kv_calloc(1, bytes);
-    if (!n) {
-        kv_seterr(p->err, KVFTS_ENOMEM, "out of memory");
+        extra += p->at_terms[from + i].len + 1;
+    qry_node *n = node_new_extra(p, kind, pos, extra);
+    if (!n)
         return NULL;
-    }
-    n->kind = kind;
-    n->pos = pos;
     n->terms = (char **)(n + 1);
     n->tlens = (size_t *)(n->terms + count);
     n->offs = (uint32_t *)(n->tlens + count);
