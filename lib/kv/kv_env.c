@@ -103,7 +103,9 @@
  * regions, with the page-version "freezer" files Berkeley DB may have made
  * beside them; the next process creates them afresh.  (As SQLite does with
  * its -shm and -wal files.)  KVFTS_REGIONS_IN_DIR=1 keeps them in the
- * database directory (for tests of a full disk).
+ * database directory (for tests of a full disk).  Regions a killed process
+ * left behind for a database since deleted or moved are swept by the next
+ * first open of any database (shm_sweep).
  *
  * One environment per directory per process: handles of one process share
  * an instance (opened DB_THREAD) through a reference-counted table keyed by
@@ -140,6 +142,8 @@
 #define FAILCHK_NS 1000000000ll    /* a survivor's failchk, at most this often */
 
 #define REG_FILE "kvfts.lock"
+#define OWNER_FILE "kvfts.owner"   /* in a home of SHM_DIR: see shm_sweep */
+#define OWNER_MAGIC "kvfts-owner 1\n"
 #define REG_DOOR 0
 #define REG_HEAD 1                 /* the header: where the regions are */
 #define REG_HEAD_LEN 255
@@ -609,8 +613,121 @@ static void home_remove(const char *home, bool shm)
         e->set_errcall(e, kv__on_bdb_error);
         e->remove(e, home, DB_FORCE);
     }
-    if (shm)
+    if (shm) {
+        char p[PATH_MAX + 32];
+        if (snprintf(p, sizeof p, "%s/%s", home, OWNER_FILE) < (int)sizeof p)
+            unlink(p);
         rmdir(home);
+    }
+}
+
+/*
+ * Regions nobody will come back for.  A process killed with its database
+ * open leaves its regions in SHM_DIR -- memory -- until that database is
+ * opened again; if the database directory is deleted or moved meanwhile,
+ * they would stay until the next boot.  So every region directory holds
+ * OWNER_FILE, naming the database directory, and every process attached
+ * holds a read lock on it (owner_hold).  The first process to open a
+ * database sweeps SHM_DIR: a region directory whose owner file nobody
+ * holds, and whose database no longer names it (its registry is gone, or
+ * its header names another home), is removed.  One whose database still
+ * names it is left to that database's next open, which recovers from it.
+ * Directories without an owner file (being made, or made by an older
+ * kvfts) and other users' are left alone.
+ */
+static bool shm_name(const char *name)
+{
+    if (strncmp(name, "kvfts-", 6) != 0 || strlen(name) != 6 + 32)
+        return false;
+    for (const char *c = name + 6; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+            return false;
+    return true;
+}
+
+/* Whether the database named by the owner file at fd has left the home
+ * with this id: its registry is gone, or its header names another home. */
+static bool shm_orphan(int fd, const char *id)
+{
+    char b[PATH_MAX + 64];
+    ssize_t n = pread(fd, b, sizeof b - 1, 0);
+    size_t magic = strlen(OWNER_MAGIC);
+    if (n <= (ssize_t)magic || memcmp(b, OWNER_MAGIC, magic) != 0)
+        return false;
+    b[n] = '\0';
+    char p[PATH_MAX + 80];
+    if (snprintf(p, sizeof p, "%s/%s", b + magic, REG_FILE) >= (int)sizeof p)
+        return false;
+    int rfd = open(p, O_RDONLY | O_CLOEXEC);
+    if (rfd < 0)
+        return errno == ENOENT || errno == ENOTDIR;
+    reg_head h;
+    reg_head_read(rfd, &h);
+    close(rfd);
+    return !(h.valid && h.kind == 'S' && strcmp(h.id, id) == 0);
+}
+
+static void shm_sweep(const char *keep_id)
+{
+    DIR *d = opendir(SHM_DIR);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!shm_name(e->d_name) || strcmp(e->d_name + 6, keep_id) == 0)
+            continue;
+        char home[PATH_MAX], p[PATH_MAX + 32];
+        snprintf(home, sizeof home, "%s/%s", SHM_DIR, e->d_name);
+        snprintf(p, sizeof p, "%s/%s", home, OWNER_FILE);
+        int fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        if (reg_lock(fd, 0, F_WRLCK, false) == 0 &&
+            shm_orphan(fd, e->d_name + 6)) {
+            DIR *h = opendir(home);
+            struct dirent *f;
+            while (h && (f = readdir(h)) != NULL)
+                if (strncmp(f->d_name, "__db.", 5) == 0 &&
+                    snprintf(p, sizeof p, "%s/%s", home, f->d_name) <
+                        (int)sizeof p)
+                    unlink(p);
+            if (h)
+                closedir(h);
+            home_remove(home, true);
+        }
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* Write the owner file of a new home in SHM_DIR (see shm_name). */
+static int owner_write(const shared_env *sh)
+{
+    char p[PATH_MAX + 32];
+    if (snprintf(p, sizeof p, "%s/%s", sh->home, OWNER_FILE) >= (int)sizeof p)
+        return -1;
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t m = strlen(OWNER_MAGIC), n = strlen(sh->absdir);
+    bool ok = write(fd, OWNER_MAGIC, m) == (ssize_t)m &&
+              write(fd, sh->absdir, n) == (ssize_t)n;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+/* Hold the owner file of the home, shared, while this process has it. */
+static void owner_hold(shared_env *sh)
+{
+    char p[PATH_MAX + 32];
+    if (!sh->home_shm ||
+        snprintf(p, sizeof p, "%s/%s", sh->home, OWNER_FILE) >= (int)sizeof p)
+        return;
+    sh->owner_fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (sh->owner_fd >= 0 && reg_lock(sh->owner_fd, 0, F_RDLCK, true) != 0) {
+        close(sh->owner_fd);
+        sh->owner_fd = -1;
+    }
 }
 
 /*
@@ -666,7 +783,7 @@ static int home_decide(shared_env *sh, uint64_t cache, bool *recover,
                     stat(p, &st) == 0;
         if (left || dead || new_boot)
             *recover = true;
-        if (left)
+        if (left || h.kind == 'S')
             home_remove(old, h.kind == 'S');
     } else {
         char p[PATH_MAX];
@@ -699,13 +816,21 @@ static int home_decide(shared_env *sh, uint64_t cache, bool *recover,
                                              (64u << 20) &&
         mkdir(shm, 0700) == 0)
         nh.kind = 'S';
-    if (reg_head_write(sh->reg_fd, &nh) != 0) {
-        if (nh.kind == 'S')
-            rmdir(shm);
-        return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot write %s: "
-                         "%s", sh->dir, REG_FILE, strerror(errno));
+    int rc = home_path(sh, &nh, err);
+    if (!rc && nh.kind == 'S' && owner_write(sh) != 0) {
+        home_remove(shm, true);
+        nh.kind = 'L';
+        rc = home_path(sh, &nh, err);
     }
-    return home_path(sh, &nh, err);
+    if (!rc && reg_head_write(sh->reg_fd, &nh) != 0) {
+        if (nh.kind == 'S')
+            home_remove(shm, true);
+        rc = kv_seterr(err, KVFTS_ERROR, "database '%s': cannot write %s: "
+                       "%s", sh->dir, REG_FILE, strerror(errno));
+    }
+    if (!rc && !getenv("KVFTS_REGIONS_IN_DIR"))
+        shm_sweep(nh.id);
+    return rc;
 }
 
 /* Berkeley DB's failchk asks whether a thread of control is alive.  Our
@@ -1219,12 +1344,16 @@ static void shared_close(shared_env *sh)
             inst_close(in, last || atomic_load(&in->wrote));
         if (last)
             home_remove(sh->home, sh->home_shm);
+        else if (in && atomic_load(&in->panicked))
+            sh->slot = -1;  /* our mark stays: the next process recovers */
         reg_leave(sh);
         if (sh->stamps)
             munmap(sh->stamps, REG_STAMPS_LEN);
     } else if (in) {
         inst_close(in, atomic_load(&in->wrote));
     }
+    if (sh->owner_fd >= 0)
+        close(sh->owner_fd);
     pthread_mutex_destroy(&sh->mu);
     pthread_cond_destroy(&sh->cv);
     kv_free(sh->dir);
@@ -1241,6 +1370,7 @@ static int shared_open(shared_env **out, const char *dir,
     if (!sh)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     sh->reg_fd = -1;
+    sh->owner_fd = -1;
     sh->slot = -1;
     pthread_mutex_init(&sh->mu, NULL);
     pthread_cond_init(&sh->cv, NULL);
@@ -1269,6 +1399,8 @@ static int shared_open(shared_env **out, const char *dir,
     bool recover = false;
     if (!rc)
         rc = home_decide(sh, config_cache(dir), &recover, err);
+    if (!rc)
+        owner_hold(sh);
     if (!rc)
         rc = inst_open_checked(sh, o->create && !o->read_only, recover, &in,
                                err);

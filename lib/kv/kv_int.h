@@ -68,6 +68,7 @@ typedef struct shared_env {
     char home[4200];             /* where the regions are (kv_env.c) */
     bool home_shm;               /* in a directory of /dev/shm */
     int reg_fd;                  /* DIR/kvfts.lock */
+    int owner_fd;                /* HOME/kvfts.owner, read-locked, or -1 */
     long slot;                   /* our slot in it */
     kv_stamps *stamps;           /* mapped from it, or NULL */
     pthread_mutex_t mu;          /* guards inst, opening, and inst->users */

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# e2e.regions -- Berkeley DB's regions (its shared memory) live in a private
+# directory of /dev/shm, /dev/shm/kvfts-ID, named by the database's
+# kvfts.lock.  A process killed with a database open leaves them there; if
+# the database directory is then deleted, nothing would come back for them
+# and they would hold memory until the next boot.  Opening any database
+# sweeps such orphans (see shm_sweep in lib/kv/kv_env.c).  Checked here:
+#   - the regions of a killed process whose database was deleted are gone
+#     after another database is opened;
+#   - the regions of a database still open elsewhere stay, and that process
+#     goes on and commits;
+#   - the regions of a killed process whose database still exists stay, and
+#     that database reopens (recovery) with its committed documents, and its
+#     last close removes them;
+#   - a region directory without an owner file (an older kvfts, or one being
+#     made) is left alone.
+. "$(dirname "$0")/lib.sh"
+
+: "${KVFTS_TEST_HELPER:?KVFTS_TEST_HELPER must name kvfts_test_helper}"
+H=$KVFTS_TEST_HELPER
+
+shm_id() {   # shm_id DIR: the id of DIR's regions in /dev/shm, or nothing
+    sed -n 's/kvfts-registry 1 home S \([0-9a-f]*\) .*/\1/p' "$1/kvfts.lock" |
+        head -n 1
+}
+
+# hold NAME SECONDS: a helper holding a write transaction on database NAME
+# (its regions mapped) for SECONDS; its pid in HOLD_PID once it holds it.
+hold() {
+    local out="$T_DIR/$1.held"
+    "$H" hold "$T_DIR/$1" key "$2" >"$out" 2>&1 &
+    HOLD_PID=$!
+    track_pid $HOLD_PID
+    local i
+    for i in $(seq 1 200); do
+        grep -q held "$out" 2>/dev/null && return 0
+        kill -0 $HOLD_PID 2>/dev/null || break
+        sleep 0.05
+    done
+    fail "helper hold $1 did not start" "$(cat "$out")"
+}
+
+if ! [ -d /dev/shm ] || [ "$(df -Pk /dev/shm | awk 'NR==2 {print $4}')" -lt 1000000 ]; then
+    echo "$T_NAME: SKIPPED: no /dev/shm with 1 GB free, so regions stay in" \
+        "the database directory and nothing is swept" >&2
+    finish
+fi
+
+for n in gone live kept; do
+    expect_exit 0 kv init "$T_DIR/$n"
+    expect_exit 0 kv -d "$T_DIR/$n" put doc::1 '{"t":"committed"}'
+done
+
+hold gone 60
+GONE_PID=$HOLD_PID
+hold kept 60
+KEPT_PID=$HOLD_PID
+hold live 6
+LIVE_PID=$HOLD_PID
+
+GONE=$(shm_id "$T_DIR/gone")
+KEPT=$(shm_id "$T_DIR/kept")
+LIVE=$(shm_id "$T_DIR/live")
+for id in "$GONE" "$KEPT" "$LIVE"; do
+    check "a database's regions are in /dev/shm/kvfts-ID (got '$id')" \
+        [ ${#id} = 32 ]
+    check "/dev/shm/kvfts-$id holds the regions and the owner file" \
+        test -f "/dev/shm/kvfts-$id/__db.001" -a \
+        -f "/dev/shm/kvfts-$id/kvfts.owner"
+done
+
+# An older kvfts's region directory: no owner file.
+OLD=/dev/shm/kvfts-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+mkdir "$OLD" && echo junk >"$OLD/__db.001" || fail "cannot make $OLD"
+trap 'rm -rf "$OLD"; t_cleanup' EXIT
+
+kill -9 $GONE_PID $KEPT_PID
+wait $GONE_PID $KEPT_PID 2>/dev/null
+rm -rf "${T_DIR:?}/gone"
+check "the killed process left its regions" [ -d "/dev/shm/kvfts-$GONE" ]
+
+# The first open of another database sweeps.
+expect_exit 0 kv init "$T_DIR/other"
+check "the regions of a deleted database are gone" \
+    [ ! -e "/dev/shm/kvfts-$GONE" ]
+check "the regions of a database open elsewhere stay" \
+    [ -f "/dev/shm/kvfts-$LIVE/__db.001" ]
+check "the regions of a crashed database that still exists stay" \
+    [ -f "/dev/shm/kvfts-$KEPT/__db.001" ]
+check "a region directory without an owner file stays" [ -f "$OLD/__db.001" ]
+
+wait $LIVE_PID
+expect_eq "the process whose regions stayed commits (helper exit)" $? 0
+expect_exit 0 kv -d "$T_DIR/live" get key
+expect_stdout_contains '"doc":{}'
+
+expect_exit 0 kv -d "$T_DIR/kept" get doc::1
+expect_stdout_contains '"committed"'
+expect_exit 0 kv -d "$T_DIR/kept" check
+expect_stdout_contains '"ok":true'
+check "the recovered database's old regions are gone after its close" \
+    [ ! -e "/dev/shm/kvfts-$KEPT" ]
+for n in live kept other; do
+    id=$(shm_id "$T_DIR/$n")
+    check "$n closed: no regions left in /dev/shm" [ ! -e "/dev/shm/kvfts-$id" ]
+done
+
+finish
