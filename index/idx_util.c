@@ -43,7 +43,12 @@ int idx__grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
         return KVFTS_OK;
     if (need > UINT32_MAX / 2)
         return kv_seterr(err, KVFTS_ENOMEM, "index buffer too large");
-    uint64_t c = *cap ? *cap : 64;
+    /* At first 64 elements, but no more than about 256 bytes of wide
+     * ones: a search makes many small buffers, and the allocator keeps
+     * blocks this small in its per-thread cache (glibc's tcache serves up
+     * to 1 KB; a larger block costs several times as much to get and
+     * free). */
+    uint64_t c = *cap ? *cap : elem <= 4 ? 64 : elem >= 64 ? 4 : 256 / elem;
     while (c < need)
         c *= 2;
     void **p = pp;

@@ -226,7 +226,7 @@ int kvfts_search(kvfts_results **out, kvfts_db *db, const char *q,
             rc = kv_seterr(&db->err, KVFTS_ENOMEM, "out of memory");
     }
     if (!rc)
-        rc = kv_txn_run(db->env, false, search_fn, &req, &db->err);
+        rc = kv_txn_run_read(db->env, search_fn, &req, &db->err);
     if (rc) {
         kvfts_results_free(req.r);
         return api_finish(db, rc);

@@ -241,3 +241,38 @@ int kv__path_join(char *out, size_t cap, const char *dir, const char *file,
     return KVFTS_OK;
 }
 
+void kv__snapshot_pin(bdb_inst *in, DB_TXN *txn)
+{
+    DB *db = in->db[KV_META];
+    if (!db)
+        return;
+    DB_MPOOLFILE *mpf = db->get_mpf(db);
+    db_pgno_t pg = 0;
+    void *page;
+    if (mpf && mpf->get(mpf, &pg, txn, 0, &page) == 0)
+        (void)mpf->put(mpf, page, DB_PRIORITY_UNCHANGED, 0);
+}
+
+/* A lazy read (kv_txn_run_read) begins its snapshot at its first record
+ * read: as kv_txn_begin does, with the stamp loaded before it began.  If
+ * gen moved since, a commit may be in the snapshot but not in the stamp:
+ * KV_RETRY, and kv_txn_run_read runs the whole read again. */
+int kv__txn_live(kv_txn *t, kv_err *err)
+{
+    if (!t->lazy)
+        return KVFTS_OK;
+    bdb_inst *in = t->inst;
+    kv__bdb_msg()[0] = '\0';
+    int ret = in->env->txn_begin(in->env, NULL, &t->txn, DB_TXN_SNAPSHOT);
+    if (ret) {
+        t->txn = NULL;
+        return kv__bdb_err(in, ret, err, "begin transaction");
+    }
+    t->lazy = false;
+    kv__snapshot_pin(in, t->txn);
+    if (atomic_load(t->gen) + 1 != t->stamp)
+        return kv_seterr(err, KV_RETRY, "database '%s': a commit landed "
+                         "before the read's first record; retrying",
+                         t->env->dir);
+    return KVFTS_OK;
+}

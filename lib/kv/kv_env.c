@@ -77,6 +77,11 @@
  * on a full disk, leaves it without its magic: then no process maps it and
  * stamps are 0 for all.  A process that dies between two of a commit's
  * counts leaves them uneven: stamps stay 0 until the last process closes.
+ * A search (kv_txn_run_read) takes its stamp the same way but begins its
+ * Berkeley DB transaction only at its first record read (kv__txn_live):
+ * one answered from the handle's caches (a count from a term's header in
+ * a cached dictionary chunk) touches no lock, mutex or page of the
+ * environment; one whose first read comes after a commit runs again.
  *
  * A slot marked 'L' whose lock nobody holds belongs to a process that died.
  * The process that finds one runs Berkeley DB's failchk (which releases the
@@ -1703,27 +1708,19 @@ int kv_parts_list(kv_txn *t, uint32_t **ids, size_t *n, kv_err *err)
 
 /* Berkeley DB fixes a snapshot transaction's snapshot at its first page
  * read (txn_begin leaves its read LSN unset), not at txn_begin.  So a read
- * transaction reads one page (meta.db's meta page, from the buffer pool
- * directly: a DB->get of a key no record has cost 4.4k instructions, this
- * about 1k; unit.kv's test_commit_stamps fails without it) before it
- * loads gen again: a commit landing between the two loads and a
+ * transaction reads one page (kv__snapshot_pin: meta.db's meta page, from
+ * the buffer pool directly: a DB->get of a key no record has cost 4.4k
+ * instructions, this about 1k; unit.kv's test_commit_stamps fails without
+ * it) before it loads gen again: a commit landing between the two loads
+ * and a
  * later first read would otherwise be in a snapshot stamped as before it,
  * and the handle's caches kept by stamp (a segment list, dictionary
  * chunks, field ids) would be used with a snapshot they do not belong to:
- * a merge's inputs listed in a snapshot where their records are gone. */
-static void snapshot_pin(bdb_inst *in, DB_TXN *txn)
-{
-    DB *db = in->db[KV_META];
-    if (!db)
-        return;
-    DB_MPOOLFILE *mpf = db->get_mpf(db);
-    db_pgno_t pg = 0;
-    void *page;
-    if (mpf && mpf->get(mpf, &pg, txn, 0, &page) == 0)
-        (void)mpf->put(mpf, page, DB_PRIORITY_UNCHANGED, 0);
-}
-
-int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
+ * a merge's inputs listed in a snapshot where their records are gone.
+ * A lazy read (kv_txn_run_read) does the same at its first record read
+ * (kv__txn_live), with the gen it loaded here. */
+static int txn_begin(kv_txn **out, kv_env *e, bool write, bool lazy,
+                     kv_err *err)
 {
     *out = NULL;
     if (write && e->read_only)
@@ -1755,12 +1752,19 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
         gen = atomic_load(&st->gen);
         steady = atomic_load(&st->inflight) == 0;
     }
-    int ret = in->env->txn_begin(in->env, NULL, &t->txn,
-                                 write ? 0 : DB_TXN_SNAPSHOT);
-    if (!ret && steady)
-        snapshot_pin(in, t->txn);
-    if (steady && atomic_load(&st->gen) == gen)
+    int ret = 0;
+    if (lazy && steady) {
+        t->lazy = true;            /* kv__txn_live begins it */
+        t->gen = &st->gen;
         t->stamp = gen + 1;
+    } else {
+        ret = in->env->txn_begin(in->env, NULL, &t->txn,
+                                 write ? 0 : DB_TXN_SNAPSHOT);
+        if (!ret && steady)
+            kv__snapshot_pin(in, t->txn);
+        if (steady && atomic_load(&st->gen) == gen)
+            t->stamp = gen + 1;
+    }
     if (!ret && !write && tls_after_stamp) {
         void (*fn)(void *) = tls_after_stamp;
         tls_after_stamp = NULL;             /* once */
@@ -1785,6 +1789,11 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
     return KVFTS_OK;
 }
 
+int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
+{
+    return txn_begin(out, e, write, false, err);
+}
+
 /* Not DB_TXN_BULK, although it halves a fresh load's log (records put on
  * pages the transaction allocated are not logged; the pages are flushed at
  * commit): with it, a batch killed mid-transaction could leave a database
@@ -1806,7 +1815,7 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
     }
     if (write && tls_die_in_commit)
         raise(SIGKILL);
-    int ret = t->txn->commit(t->txn, 0);
+    int ret = t->txn ? t->txn->commit(t->txn, 0) : 0;
     if (st) {
         atomic_fetch_sub(&st->inflight, 1);
         atomic_fetch_sub(&st->slot[e->sh->slot], 1);
@@ -1836,7 +1845,8 @@ void kv_txn_abort(kv_txn *t)
     if (!t)
         return;
     bdb_inst *in = t->inst;
-    t->txn->abort(t->txn);
+    if (t->txn)
+        t->txn->abort(t->txn);
     kv__parts_end(t, false);
     if (t->write)
         watchdog_writers(in, -1);
@@ -1844,13 +1854,13 @@ void kv_txn_abort(kv_txn *t)
     inst_release(in);
 }
 
-int kv_txn_run(kv_env *e, bool write, kv_txn_fn fn, void *payload,
-               kv_err *err)
+static int txn_run(kv_env *e, bool write, bool lazy, kv_txn_fn fn,
+                   void *payload, kv_err *err)
 {
     for (int attempt = 0;; attempt++) {
         kv_txn *t = NULL;
         kv__part_gone()[0] = '\0';
-        int rc = kv_txn_begin(&t, e, write, err);
+        int rc = txn_begin(&t, e, write, lazy && attempt == 0, err);
         if (rc == KVFTS_OK) {
             rc = fn(t, payload, err);
             if (rc == KVFTS_OK)
@@ -1868,8 +1878,21 @@ int kv_txn_run(kv_env *e, bool write, kv_txn_fn fn, void *payload,
                              "database '%s': still deadlocked after %d "
                              "retries; another writer holds its locks",
                              e->dir, MAX_RETRIES);
-        /* Back off a little, more each time, so the winner can finish. */
+        /* Back off a little, more each time, so the winner can finish
+         * (not after a lazy read's first try: a commit, not a lock). */
         struct timespec ts = { 0, (long)(attempt + 1) * 1000000L };
-        nanosleep(&ts, NULL);
+        if (!(lazy && attempt == 0))
+            nanosleep(&ts, NULL);
     }
+}
+
+int kv_txn_run(kv_env *e, bool write, kv_txn_fn fn, void *payload,
+               kv_err *err)
+{
+    return txn_run(e, write, false, fn, payload, err);
+}
+
+int kv_txn_run_read(kv_env *e, kv_txn_fn fn, void *payload, kv_err *err)
+{
+    return txn_run(e, false, true, fn, payload, err);
 }

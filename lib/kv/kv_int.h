@@ -93,7 +93,9 @@ struct kv_txn {
     kv_env *env;
     uint64_t stamp;              /* kv_txn_stamp() */
     bdb_inst *inst;              /* the instance it began in */
-    DB_TXN *txn;
+    DB_TXN *txn;           /* NULL while a lazy read has not begun it */
+    bool lazy;             /* kv_txn_run_read: txn begins at the first read */
+    const atomic_uint_least64_t *gen;  /* the stamps' gen, for a lazy read */
     bool write;
     uint64_t serial;             /* this handle's n-th transaction */
     /* Values of sequences reserved by this transaction, not yet handed out
@@ -152,6 +154,11 @@ extern const kv_space_def kv_spaces[KV_NSPACES];
  *  the instance the call ran in (NULL before one is open); DB_RUNRECOVERY
  *  without a damaged page marks it dead and is KV_RETRY. */
 int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what);
+/* Begin t's Berkeley DB transaction if it is a lazy read not begun yet
+ * (kv_txn_run_read); every use of t->txn in a read goes through it. */
+int kv__txn_live(kv_txn *t, kv_err *err);
+/* Fix read transaction txn's snapshot now (see kv_bdb.c). */
+void kv__snapshot_pin(bdb_inst *in, DB_TXN *txn);
 /** Berkeley DB's error callback: keeps the message per thread. */
 void kv__on_bdb_error(const DB_ENV *dbenv, const char *pfx, const char *msg);
 /** This thread's last Berkeley DB message, and first damaged-page one. */

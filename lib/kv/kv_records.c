@@ -54,6 +54,8 @@ static int get_value(kv_txn *t, kv_space s, const void *key, size_t klen,
     DB *db = NULL;
     int rc = check_len(klen, err);
     if (!rc)
+        rc = kv__txn_live(t, err);
+    if (!rc)
         rc = space_db(t, s, key, klen, false, &db, err);
     if (rc)
         return rc;
@@ -295,7 +297,9 @@ int kv_cursor_open(kv_cursor **out, kv_txn *t, kv_space s, kv_err *err)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     c->txn = t;
     c->space = s;
-    int rc = kv_buf_reserve(&c->key, 256, err);
+    int rc = kv__txn_live(t, err);
+    if (!rc)
+        rc = kv_buf_reserve(&c->key, 256, err);
     if (!rc)
         rc = kv_buf_reserve(&c->val, 1024, err);
     if (rc) {

@@ -674,6 +674,70 @@ static void commit_other(void *arg)
     put_one(arg, "late");
 }
 
+typedef struct lazy_seen {
+    int calls;
+    int rc;                    /* of the read */
+    uint64_t stamp;            /* the stamp it ran under */
+    bool read;                 /* whether it reads a record */
+} lazy_seen;
+
+static int lazy_read(kv_txn *t, void *payload, kv_err *err)
+{
+    lazy_seen *s = payload;
+    s->calls++;
+    s->stamp = kv_txn_stamp(t);
+    if (!s->read)
+        return KVFTS_OK;
+    kv_buf v = KV_BUF_INIT;
+    s->rc = kv_get(t, KV_META, "late", 4, &v, false, err);
+    kv_buf_free(&v);
+    return s->rc == KVFTS_ENOTFOUND ? KVFTS_OK : s->rc;
+}
+
+/* kv_txn_run_read begins its snapshot at the first record read: a commit
+ * landing between its stamp and that read must not be seen under the
+ * stamp from before it (the handle's caches kept by stamp would be used
+ * with a snapshot they do not belong to).  It is run again instead. */
+static void test_lazy_read(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_env *e2;
+    kv_env_options o2 = { false, false, 0 };
+    assert_int_equal(kv_env_open(&e2, f->dir, &o2, &err), 0);
+    put_one(f->env, "a");
+    uint64_t before = read_stamp(f->env);
+    assert_true(before != 0);
+
+    /* No commit meanwhile: one run, the stamp of the committed state. */
+    lazy_seen s = { 0, -1, 0, true };
+    assert_int_equal(kv_txn_run_read(f->env, lazy_read, &s, &err), 0);
+    assert_int_equal(s.calls, 1);
+    assert_int_equal(s.rc, KVFTS_ENOTFOUND);
+    assert_int_equal(s.stamp, before);
+
+    /* A commit after the stamp, before the first read: run again; what it
+     * finally reads ("late") is under the stamp that includes it. */
+    kv_test_after_stamp(commit_other, e2);
+    s = (lazy_seen){ 0, -1, 0, true };
+    assert_int_equal(kv_txn_run_read(f->env, lazy_read, &s, &err), 0);
+    assert_int_equal(s.calls, 2);
+    assert_int_equal(s.rc, 0);
+    uint64_t after = read_stamp(f->env);
+    assert_true(after != 0 && after != before);
+    assert_int_equal(s.stamp, after);
+
+    /* A read of no record never begins a snapshot: a commit meanwhile
+     * does not make it run again, and it keeps the stamp it began with. */
+    kv_test_after_stamp(commit_other, e2);
+    s = (lazy_seen){ 0, -1, 0, false };
+    assert_int_equal(kv_txn_run_read(f->env, lazy_read, &s, &err), 0);
+    assert_int_equal(s.calls, 1);
+    assert_int_equal(s.stamp, after);
+    assert_true(read_stamp(f->env) != after);
+    kv_env_close(e2);
+}
+
 static void test_commit_stamps(void **state)
 {
     fx *f = *state;
@@ -1261,6 +1325,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_segment_files, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_commit_stamps, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_lazy_read, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_duplicates, fx_setup,
                                         fx_teardown),

@@ -248,6 +248,13 @@ void kv_txn_abort(kv_txn *txn);
 typedef int (*kv_txn_fn)(kv_txn *txn, void *payload, kv_err *err);
 int kv_txn_run(kv_env *env, bool write, kv_txn_fn fn, void *payload,
                kv_err *err);
+/** As kv_txn_run() for a read, whose Berkeley DB transaction begins only
+ *  at its first read of a record: a read answered from the handle's
+ *  caches kept by stamp (kv_txn_stamp) never begins one, and costs no
+ *  lock, mutex or page of the environment.  The stamp is set when @p fn
+ *  starts; if a commit lands before the first record read, that read
+ *  returns KV_RETRY and @p fn runs again in an ordinary snapshot. */
+int kv_txn_run_read(kv_env *env, kv_txn_fn fn, void *payload, kv_err *err);
 
 /** Read @p key from @p space into @p val (replacing its contents).
  *  for_update takes a write lock at once (read-modify-write).
