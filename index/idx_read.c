@@ -109,6 +109,7 @@ typedef struct dseg {
 } dseg;
 
 #define DICT_POOL 16               /* buffers kept */
+#define BT_SEEN 64                 /* terms opened lately, remembered */
 #define DICT_POOL_BUF (256u << 10) /* larger ones are freed */
 
 struct idx_dict_cache {
@@ -124,7 +125,103 @@ struct idx_dict_cache {
      * pages in again): a fifth of a small query's time. */
     kv_buf pool[DICT_POOL];
     uint32_t npool;
+    /* Terms' external blocks, read whole (bterm, below). */
+    struct bterm **bt;
+    uint32_t nbt, btcap;
+    size_t bt_bytes, bt_max;
+    bool bt_full;          /* a term was not kept for want of room */
+    uint64_t seen[BT_SEEN];  /* (segment, ordinal) + 1 opened lately */
+    uint64_t big[BT_SEEN];   /* ... found larger than bt_max / 8 */
+    uint32_t seen_at, big_at;
 };
+
+/*
+ * The handle's cache of terms' external blocks.  A term's block records
+ * are read whole the second time a handle opens the term in a segment (the
+ * first open reads only the blocks it needs: a rare term's AND with a
+ * common one seeks a few of thousands), and kept across searches as the
+ * dictionary chunks are (a segment never changes once listed).  A walk or
+ * a skip through them then costs a binary search or a step in memory, not
+ * a Berkeley DB cursor call, and a search whose blocks are all here begins
+ * no transaction at all (kv_txn_run_read).  At most bt_max bytes (twice
+ * the dictionary's budget), a term at most an eighth of it; when full,
+ * the terms no postings reader holds are dropped at the next reader's
+ * start (reader_use_dict), as are those of segments no longer listed.
+ * Record i is at buf + at[i]: its 13-byte key, then its value, up to
+ * at[i + 1].
+ */
+typedef struct bterm {
+    uint32_t seg, ord;
+    uint32_t n;            /* block records */
+    uint32_t *at;          /* n + 1 offsets */
+    kv_buf buf;
+    uint32_t users;        /* segment cursors walking it */
+} bterm;
+
+static void bterm_free(bterm *b)
+{
+    if (!b)
+        return;
+    kv_free(b->at);
+    kv_buf_free(&b->buf);
+    kv_free(b);
+}
+
+static size_t bterm_bytes(const bterm *b)
+{
+    return sizeof *b + b->buf.cap + ((size_t)b->n + 1) * sizeof *b->at;
+}
+
+/* Drop the terms no reader holds that are of a segment @p keep does not
+ * list (NULL: every one no reader holds). */
+static void bt_drop(idx_dict_cache *d, const idx_segs *keep)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < d->nbt; i++) {
+        bterm *b = d->bt[i];
+        bool listed = keep != NULL;
+        if (keep) {
+            listed = false;
+            for (uint32_t j = 0; !listed && j < keep->n; j++)
+                listed = keep->v[j].id == b->seg;
+        }
+        if (listed || b->users) {
+            d->bt[k++] = b;
+            continue;
+        }
+        d->bt_bytes -= bterm_bytes(b);
+        bterm_free(b);
+    }
+    d->nbt = k;
+}
+
+static bterm *bt_find(idx_dict_cache *d, uint32_t seg, uint32_t ord)
+{
+    for (uint32_t i = 0; i < d->nbt; i++)
+        if (d->bt[i]->seg == seg && d->bt[i]->ord == ord)
+            return d->bt[i];
+    return NULL;
+}
+
+static bool bt_ring_has(const uint64_t *ring, uint64_t key)
+{
+    for (uint32_t i = 0; i < BT_SEEN; i++)
+        if (ring[i] == key)
+            return true;
+    return false;
+}
+
+/* Whether to read the term's blocks whole now: it was opened lately. */
+static bool bt_admit(idx_dict_cache *d, uint32_t seg, uint32_t ord)
+{
+    uint64_t key = ((uint64_t)seg << 32 | ord) + 1;
+    if (d->bt_full || bt_ring_has(d->big, key))
+        return false;
+    if (bt_ring_has(d->seen, key))
+        return true;
+    d->seen[d->seen_at++ % BT_SEEN] = key;
+    return false;
+}
 
 static size_t dchunk_bytes(const dchunk *d)
 {
@@ -154,6 +251,7 @@ int idx_dict_cache_new(idx_dict_cache **out, size_t max_bytes, kv_err *err)
     if (!*out)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     (*out)->max = max_bytes;
+    (*out)->bt_max = 2 * max_bytes;
     return KVFTS_OK;
 }
 
@@ -170,12 +268,15 @@ void idx_dict_cache_free(idx_dict_cache *d)
     fidtab_free(&d->fields);
     for (uint32_t i = 0; i < d->npool; i++)
         kv_buf_free(&d->pool[i]);
+    for (uint32_t i = 0; i < d->nbt; i++)
+        bterm_free(d->bt[i]);
+    kv_free(d->bt);
     kv_free(d);
 }
 
 size_t idx_dict_cache_bytes(const idx_dict_cache *d)
 {
-    return d ? d->bytes : 0;
+    return d ? d->bytes + d->bt_bytes : 0;
 }
 
 /* The reader's segment list: the cache's when the snapshot's commit stamp
@@ -233,6 +334,9 @@ static void reader_use_dict(idx_reader *r, idx_dict_cache *d)
         kv_free(d->segs[i].v);
     }
     d->n = k;
+    /* And the blocks of terms of such segments; all when it was full. */
+    bt_drop(d, d->bt_full ? NULL : &r->segs);
+    d->bt_full = false;
 }
 
 kv_txn *idx_reader_txn(const idx_reader *r)
@@ -733,6 +837,9 @@ typedef struct segcur {
     uint32_t cur;          /* current doc id, NOWHERE at the end */
     uint32_t gen;          /* blocks loaded (a change: the run is stale) */
     kv_txn *txn;
+    idx_dict_cache *dict;  /* the handle's, or NULL */
+    bterm *bt;             /* the term's blocks, cached: no cursor */
+    uint32_t bi;           /* the current record in bt (n: past the end) */
 } segcur;
 
 static void segcur_free(segcur *sc, idx_dict_cache *d)
@@ -749,6 +856,8 @@ static void segcur_free(segcur *sc, idx_dict_cache *d)
     kv_cursor_close(sc->c);
     kv_bulk_free(&sc->bulk);
     kv_buf_free(&sc->seek);
+    if (sc->bt)
+        sc->bt->users--;
 }
 
 /* True if the current document of the block has a selected view. */
@@ -800,8 +909,43 @@ static int rec_cur(segcur *sc, int rc)
     return rc;
 }
 
+/* Record i of the cached blocks as the current one (KVFTS_ITEROVER past
+ * the last, as a cursor past the term's records would be on another's). */
+static int bt_at(segcur *sc, uint32_t i)
+{
+    const bterm *b = sc->bt;
+    if (i >= b->n) {
+        sc->bi = b->n;
+        return KVFTS_ITEROVER;
+    }
+    sc->bi = i;
+    sc->rk = b->buf.data + b->at[i];
+    sc->rkl = 13;
+    sc->rv = sc->rk + 13;
+    sc->rvl = b->at[i + 1] - b->at[i] - 13;
+    return KVFTS_OK;
+}
+
+/* The first cached record whose block starts at @p first or later. */
+static uint32_t bt_lower(const bterm *b, uint32_t first)
+{
+    uint32_t lo = 0, hi = b->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const unsigned char *k =
+            (const unsigned char *)b->buf.data + b->at[mid];
+        if (kv_get_be32(k + 9) < first)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int rec_next(segcur *sc, kv_err *err)
 {
+    if (sc->bt)
+        return bt_at(sc, sc->bi + 1);
     if (sc->bulk_on && kv_bulk_next(&sc->bulk, &sc->rk, &sc->rkl, &sc->rv,
                                     &sc->rvl))
         return KVFTS_OK;
@@ -820,6 +964,8 @@ static int rec_next(segcur *sc, kv_err *err)
  * on rather than jumped through. */
 static int rec_step(segcur *sc, kv_err *err)
 {
+    if (sc->bt)
+        return bt_at(sc, sc->bi + 1);
     if (sc->bulk_on || sc->steps >= 2)  /* walking on: read ahead */
         return rec_next(sc, err);
     sc->steps++;
@@ -862,6 +1008,8 @@ static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
 
 static int ext_seek(segcur *sc, uint32_t first, kv_err *err)
 {
+    if (sc->bt)
+        return bt_at(sc, bt_lower(sc->bt, first));
     unsigned char key[13];
     idx_key_block(key, sc->seg, sc->ord, first);
     sc->steps = 0;
@@ -890,6 +1038,77 @@ static int ext_walk(segcur *sc, int rc, uint32_t target, kv_err *err)
     }
 }
 
+/* Read the term's block records whole into the handle's cache (sc->bt
+ * set), unless they take more than an eighth of its room (remembered in
+ * big) or it has no room or slot left (then bt_full: it is emptied at the
+ * next reader's start). */
+static int bt_fill(segcur *sc, kv_err *err)
+{
+    idx_dict_cache *d = sc->dict;
+    size_t limit = d->bt_max / 8;
+    if (d->bt_bytes + limit > d->bt_max) {
+        d->bt_full = true;
+        return KVFTS_OK;
+    }
+    bterm *b = kv_calloc(1, sizeof *b);
+    kv_cursor *c = NULL;
+    unsigned char key[13];
+    idx_key_block(key, sc->seg, sc->ord, 0);
+    uint32_t cap = 0;
+    int rc = b ? kv_cursor_open(&c, sc->txn, KV_POSTINGS, err)
+               : kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    bool more = !rc, big = false;
+    for (bool first = true; more && !rc; first = false) {
+        rc = kv_cursor_bulk(c, first ? key : NULL, first ? sizeof key : 0,
+                            &sc->bulk, err);
+        if (rc == KVFTS_ITEROVER) {
+            rc = KVFTS_OK;
+            break;
+        }
+        const char *k, *v;
+        size_t kl, vl;
+        while (!rc && more && kv_bulk_next(&sc->bulk, &k, &kl, &v, &vl)) {
+            if (kl != 13 || memcmp(k, key, 9) != 0) {
+                more = false;               /* another term's */
+                break;
+            }
+            if (b->buf.len + kl + vl > limit) {
+                more = false;
+                big = true;
+                break;
+            }
+            rc = idx__grow(&b->at, &cap, (uint64_t)b->n + 2, sizeof *b->at,
+                           err);
+            if (!rc)
+                rc = kv_buf_append(&b->buf, k, kl, err);
+            if (!rc)
+                rc = kv_buf_append(&b->buf, v, vl, err);
+            if (!rc)
+                b->at[++b->n] = (uint32_t)b->buf.len;
+        }
+    }
+    kv_cursor_close(c);
+    sc->bulk.it = NULL;
+    if (!rc && b && b->n && !big) {
+        b->at[0] = 0;
+        b->seg = sc->seg;
+        b->ord = sc->ord;
+        rc = idx__grow(&d->bt, &d->btcap, (uint64_t)d->nbt + 1,
+                       sizeof *d->bt, err);
+        if (!rc) {
+            d->bt[d->nbt++] = b;
+            d->bt_bytes += bterm_bytes(b);
+            sc->bt = b;
+            return KVFTS_OK;
+        }
+    }
+    if (big)
+        d->big[d->big_at++ % BT_SEEN] =
+            ((uint64_t)sc->seg << 32 | sc->ord) + 1;
+    bterm_free(b);
+    return rc;
+}
+
 static int segcur_start(segcur *sc, kv_err *err)
 {
     if (!sc->external) {
@@ -905,7 +1124,16 @@ static int segcur_start(segcur *sc, kv_err *err)
             sc->cur = NOWHERE;
         return rc;
     }
-    int rc = kv_cursor_open(&sc->c, sc->txn, KV_POSTINGS, err);
+    int rc = KVFTS_OK;
+    if (sc->dict) {
+        sc->bt = bt_find(sc->dict, sc->seg, sc->ord);
+        if (!sc->bt && bt_admit(sc->dict, sc->seg, sc->ord))
+            rc = bt_fill(sc, err);
+        if (sc->bt)
+            sc->bt->users++;
+    }
+    if (!rc && !sc->bt)
+        rc = kv_cursor_open(&sc->c, sc->txn, KV_POSTINGS, err);
     if (!rc)
         rc = ext_walk(sc, ext_seek(sc, 0, err), 0, err);
     return rc;
@@ -979,8 +1207,12 @@ static int segcur_skip(segcur *sc, uint32_t target, kv_err *err)
         if (kl == 13 && kv_get_be32((const unsigned char *)k + 9) == target)
             return ext_walk(sc, KVFTS_OK, target, err);
     }
-    rc = rec_cur(sc, at_end ? kv_cursor_last(sc->c, err)
-                            : kv_cursor_prev(sc->c, err));
+    if (sc->bt)
+        rc = at_end ? bt_at(sc, sc->bt->n - 1)
+             : sc->bi == 0 ? KVFTS_ITEROVER : bt_at(sc, sc->bi - 1);
+    else
+        rc = rec_cur(sc, at_end ? kv_cursor_last(sc->c, err)
+                                : kv_cursor_prev(sc->c, err));
     if (rc && rc != KVFTS_ITEROVER)
         return rc;
     return ext_walk(sc, rc, target, err);
@@ -1113,6 +1345,7 @@ int idx_postings_open(idx_postings **out, idx_reader *r, const char *field,
                 sc->rank = i;
                 sc->seg = r->segs.v[i].id;
                 sc->txn = r->txn;
+                sc->dict = r->dict;
                 sc->external = (sc->e.flags & IDX_E_EXTERNAL) != 0;
                 rc = idx__grow(&sc->sel, &sc->selcap, sc->e.ncols, 1, err);
                 for (uint32_t c = 0; !rc && c < sc->e.ncols; c++) {

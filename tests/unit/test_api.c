@@ -1052,9 +1052,11 @@ static void answer(kvfts_db *db, const char *q, bool count, char *out,
 }
 
 /* What a handle keeps between searches (dictionary chunks, segment list,
- * config, length columns) follows what other handles commit: after each
- * round of another handle's writes and merges, the searching handle
- * answers as a fresh one does. */
+ * config, length columns, terms' blocks read whole) follows what other
+ * handles commit: after each round of another handle's writes and merges,
+ * the searching handle answers as a fresh one does.  Enough documents that
+ * "common" and the w's span several blocks once merged (the block cache
+ * holds such terms, from their second walk on). */
 static void test_caches_follow_other_handles(void **state)
 {
     fx *f = *state;
@@ -1062,13 +1064,14 @@ static void test_caches_follow_other_handles(void **state)
     kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
     assert_int_equal(kvfts_open(&b, f->dir, &o), KVFTS_OK);
     const char *qs[] = { "common", "w3", "w7 OR w11", "common -w2", "w5*",
-                         "t:rare", "\"common w4\"", "u:late", "u:late w3" };
+                         "t:rare", "\"common w4\"", "u:late", "u:late w3",
+                         "t:rare common", "w12 common", "u:late common" };
     char doc[256], key[16], got[4096], want[4096];
     for (int round = 0; round < 6; round++) {
         /* b: new documents, longer replacements, deletions, and at times
          * a merge to one segment (segments merged away, lengths changed) */
-        for (int i = 0; i < 40; i++) {
-            int d = (round * 17 + i * 7) % 120;
+        for (int i = 0; i < 160; i++) {
+            int d = (round * 17 + i * 7) % 480;
             snprintf(key, sizeof key, "d%d", d);
             if ((i + round) % 9 == 0) {
                 int rc = kvfts_del(b, S(key), 0);
@@ -1087,6 +1090,12 @@ static void test_caches_follow_other_handles(void **state)
                      round >= 2 && i % 3 == 0 ? "\",\"u\":\"late" : "");
             assert_int_equal(kvfts_put(NULL, b, S(key), S(doc), 0), KVFTS_OK);
         }
+        /* the newest document: a rare term's AND skips a common term's
+         * blocks to its end (a seek, not a step) */
+        if (round == 3)
+            assert_int_equal(kvfts_put(NULL, b, S("zlast"),
+                                       S("{\"t\":\"rare common w12\"}"), 0),
+                             KVFTS_OK);
         if (round % 2)
             assert_int_equal(kvfts_optimize(b, NULL, NULL), KVFTS_OK);
         if (round == 4)      /* field ids given again, in another order */
