@@ -110,6 +110,7 @@ typedef struct dseg {
 
 #define DICT_POOL 16               /* buffers kept */
 #define BT_SEEN 64                 /* terms opened lately, remembered */
+#define BT_STALE 64                /* readers since a term's walk: stale */
 #define DICT_POOL_BUF (256u << 10) /* larger ones are freed */
 
 struct idx_dict_cache {
@@ -130,6 +131,7 @@ struct idx_dict_cache {
     uint32_t nbt, btcap;
     size_t bt_bytes, bt_max;
     bool bt_full;          /* a term was not kept for want of room */
+    uint64_t readers;      /* readers opened with this cache */
     uint64_t seen[BT_SEEN];  /* (segment, ordinal) + 1 opened lately */
     uint64_t big[BT_SEEN];   /* ... found larger than bt_max / 8 */
     uint32_t seen_at, big_at;
@@ -144,9 +146,12 @@ struct idx_dict_cache {
  * a skip through them then costs a binary search or a step in memory, not
  * a Berkeley DB cursor call, and a search whose blocks are all here begins
  * no transaction at all (kv_txn_run_read).  At most bt_max bytes (twice
- * the dictionary's budget), a term at most an eighth of it; when full,
- * the terms no postings reader holds are dropped at the next reader's
- * start (reader_use_dict), as are those of segments no longer listed.
+ * the dictionary's budget), a term at most an eighth of it.  When full,
+ * the next reader's start (reader_use_dict) drops the terms no reader has
+ * walked in its last BT_STALE readers (not all: a working set larger than
+ * the cache would then be read whole again and again), and the cache
+ * takes no new term until one goes; terms of segments no longer listed
+ * are dropped at every start.
  * Record i is at buf + at[i]: its 13-byte key, then its value, up to
  * at[i + 1].
  */
@@ -156,6 +161,7 @@ typedef struct bterm {
     uint32_t *at;          /* n + 1 offsets */
     kv_buf buf;
     uint32_t users;        /* segment cursors walking it */
+    uint64_t used;         /* the cache's reader count at its last walk */
 } bterm;
 
 static void bterm_free(bterm *b)
@@ -173,18 +179,17 @@ static size_t bterm_bytes(const bterm *b)
 }
 
 /* Drop the terms no reader holds that are of a segment @p keep does not
- * list (NULL: every one no reader holds). */
-static void bt_drop(idx_dict_cache *d, const idx_segs *keep)
+ * list, or (@p stale) were not walked in the last BT_STALE readers. */
+static void bt_drop(idx_dict_cache *d, const idx_segs *keep, bool stale)
 {
     uint32_t k = 0;
     for (uint32_t i = 0; i < d->nbt; i++) {
         bterm *b = d->bt[i];
-        bool listed = keep != NULL;
-        if (keep) {
+        bool listed = false;
+        for (uint32_t j = 0; !listed && j < keep->n; j++)
+            listed = keep->v[j].id == b->seg;
+        if (stale && b->used + BT_STALE < d->readers)
             listed = false;
-            for (uint32_t j = 0; !listed && j < keep->n; j++)
-                listed = keep->v[j].id == b->seg;
-        }
         if (listed || b->users) {
             d->bt[k++] = b;
             continue;
@@ -334,8 +339,10 @@ static void reader_use_dict(idx_reader *r, idx_dict_cache *d)
         kv_free(d->segs[i].v);
     }
     d->n = k;
-    /* And the blocks of terms of such segments; all when it was full. */
-    bt_drop(d, d->bt_full ? NULL : &r->segs);
+    /* And the blocks of terms of such segments, and when it was full of
+     * terms not walked lately. */
+    d->readers++;
+    bt_drop(d, &r->segs, d->bt_full);
     d->bt_full = false;
 }
 
@@ -1129,8 +1136,10 @@ static int segcur_start(segcur *sc, kv_err *err)
         sc->bt = bt_find(sc->dict, sc->seg, sc->ord);
         if (!sc->bt && bt_admit(sc->dict, sc->seg, sc->ord))
             rc = bt_fill(sc, err);
-        if (sc->bt)
+        if (sc->bt) {
             sc->bt->users++;
+            sc->bt->used = sc->dict->readers;
+        }
     }
     if (!rc && !sc->bt)
         rc = kv_cursor_open(&sc->c, sc->txn, KV_POSTINGS, err);
