@@ -1343,13 +1343,13 @@ static void shared_close(shared_env *sh)
         reg_scan(sh, &alive, &dead);
         /* A panicked environment (a damaged page) is left for the next
          * process, which recovers it. */
-        bool last = alive == 0 && dead == 0 && in && !in->dead &&
-                    !atomic_load(&in->panicked);
+        bool panicked = in && atomic_load(&in->panicked);
+        bool last = alive == 0 && dead == 0 && in && !in->dead && !panicked;
         if (in)
             inst_close(in, last || atomic_load(&in->wrote));
         if (last)
             home_remove(sh->home, sh->home_shm);
-        else if (in && atomic_load(&in->panicked))
+        else if (panicked)
             sh->slot = -1;  /* our mark stays: the next process recovers */
         reg_leave(sh);
         if (sh->stamps)
