@@ -139,9 +139,10 @@ struct idx_dict_cache {
 
 /*
  * The handle's cache of terms' external blocks.  A term's block records
- * are read whole the second time a handle opens the term in a segment (the
- * first open reads only the blocks it needs: a rare term's AND with a
- * common one seeks a few of thousands), and kept across searches as the
+ * are read whole when a handle walks the term in a segment after a walk
+ * that read half of them or more (bt_note: a rare term's AND with a
+ * common one seeks a few of thousands, and they stay Berkeley DB's to
+ * read), and kept across searches as the
  * dictionary chunks are (a segment never changes once listed).  A walk or
  * a skip through them then costs a binary search or a step in memory, not
  * a Berkeley DB cursor call, and a search whose blocks are all here begins
@@ -216,16 +217,25 @@ static bool bt_ring_has(const uint64_t *ring, uint64_t key)
     return false;
 }
 
-/* Whether to read the term's blocks whole now: it was opened lately. */
+/* Whether to read the term's blocks whole now: a walk lately read half
+ * of them or more (bt_note), so reading all costs at most twice a walk. */
 static bool bt_admit(idx_dict_cache *d, uint32_t seg, uint32_t ord)
 {
     uint64_t key = ((uint64_t)seg << 32 | ord) + 1;
-    if (d->bt_full || bt_ring_has(d->big, key))
-        return false;
-    if (bt_ring_has(d->seen, key))
-        return true;
-    d->seen[d->seen_at++ % BT_SEEN] = key;
-    return false;
+    return !d->bt_full && !bt_ring_has(d->big, key) &&
+           bt_ring_has(d->seen, key);
+}
+
+/* A walk of the term read @p loads of its @p nblocks blocks: remember it
+ * when that was half or more.  (A rare term's AND with a common one reads
+ * a few of thousands: reading them all would cost a search that once
+ * took 30 us two milliseconds.) */
+static void bt_note(idx_dict_cache *d, uint32_t seg, uint32_t ord,
+                    uint32_t loads, uint32_t nblocks)
+{
+    uint64_t key = ((uint64_t)seg << 32 | ord) + 1;
+    if ((uint64_t)loads * 2 >= nblocks && !bt_ring_has(d->seen, key))
+        d->seen[d->seen_at++ % BT_SEEN] = key;
 }
 
 static size_t dchunk_bytes(const dchunk *d)
@@ -851,6 +861,10 @@ typedef struct segcur {
 
 static void segcur_free(segcur *sc, idx_dict_cache *d)
 {
+    if (sc->bt)
+        sc->bt->users--;
+    else if (sc->dict && sc->external && sc->have_blk)
+        bt_note(sc->dict, sc->seg, sc->ord, sc->gen, sc->e.nblocks);
     kv_buf *b = &sc->bulk.buf;
     if (d && b->cap && b->cap <= DICT_POOL_BUF && d->npool < DICT_POOL) {
         d->pool[d->npool++] = *b;
@@ -863,8 +877,6 @@ static void segcur_free(segcur *sc, idx_dict_cache *d)
     kv_cursor_close(sc->c);
     kv_bulk_free(&sc->bulk);
     kv_buf_free(&sc->seek);
-    if (sc->bt)
-        sc->bt->users--;
 }
 
 /* True if the current document of the block has a selected view. */
