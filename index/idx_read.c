@@ -1069,6 +1069,13 @@ static int bt_fill(segcur *sc, kv_err *err)
         d->bt_full = true;
         return KVFTS_OK;
     }
+    /* Blocks hold up to IDX_BLOCK_BYTES, most more than half that: a term
+     * of more blocks than fit at half is too big, without reading it. */
+    if ((uint64_t)sc->e.nblocks * (IDX_BLOCK_BYTES / 2) > limit) {
+        d->big[d->big_at++ % BT_SEEN] =
+            ((uint64_t)sc->seg << 32 | sc->ord) + 1;
+        return KVFTS_OK;
+    }
     bterm *b = kv_calloc(1, sizeof *b);
     kv_cursor *c = NULL;
     unsigned char key[13];
