@@ -142,8 +142,8 @@ struct idx_dict_cache {
  * are read whole when a handle walks the term in a segment after a walk
  * that read half of them or more (bt_note: a rare term's AND with a
  * common one seeks a few of thousands, and they stay Berkeley DB's to
- * read), and kept across searches as the
- * dictionary chunks are (a segment never changes once listed).  A walk or
+ * read), and kept across searches as the dictionary chunks are (a segment
+ * never changes once listed).  A walk or
  * a skip through them then costs a binary search or a step in memory, not
  * a Berkeley DB cursor call, and a search whose blocks are all here begins
  * no transaction at all (kv_txn_run_read).  At most bt_max bytes (twice
@@ -152,7 +152,7 @@ struct idx_dict_cache {
  * walked in its last BT_STALE readers (not all: a working set larger than
  * the cache would then be read whole again and again), and the cache
  * takes no new term until one goes; terms of segments no longer listed
- * are dropped at every start.
+ * go at the start that drops those segments' dictionary chunks.
  * Record i is at buf + at[i]: its 13-byte key, then its value, up to
  * at[i + 1].
  */
@@ -209,6 +209,12 @@ static bterm *bt_find(idx_dict_cache *d, uint32_t seg, uint32_t ord)
     return NULL;
 }
 
+/* A term of a segment in the rings (0: an empty place). */
+static uint64_t bt_key(uint32_t seg, uint32_t ord)
+{
+    return ((uint64_t)seg << 32 | ord) + 1;
+}
+
 static bool bt_ring_has(const uint64_t *ring, uint64_t key)
 {
     for (uint32_t i = 0; i < BT_SEEN; i++)
@@ -217,11 +223,16 @@ static bool bt_ring_has(const uint64_t *ring, uint64_t key)
     return false;
 }
 
+static void bt_ring_add(uint64_t *ring, uint32_t *at, uint64_t key)
+{
+    ring[(*at)++ % BT_SEEN] = key;
+}
+
 /* Whether to read the term's blocks whole now: a walk lately read half
  * of them or more (bt_note), so reading all costs at most twice a walk. */
 static bool bt_admit(idx_dict_cache *d, uint32_t seg, uint32_t ord)
 {
-    uint64_t key = ((uint64_t)seg << 32 | ord) + 1;
+    uint64_t key = bt_key(seg, ord);
     return !d->bt_full && !bt_ring_has(d->big, key) &&
            bt_ring_has(d->seen, key);
 }
@@ -233,9 +244,9 @@ static bool bt_admit(idx_dict_cache *d, uint32_t seg, uint32_t ord)
 static void bt_note(idx_dict_cache *d, uint32_t seg, uint32_t ord,
                     uint32_t loads, uint32_t nblocks)
 {
-    uint64_t key = ((uint64_t)seg << 32 | ord) + 1;
+    uint64_t key = bt_key(seg, ord);
     if ((uint64_t)loads * 2 >= nblocks && !bt_ring_has(d->seen, key))
-        d->seen[d->seen_at++ % BT_SEEN] = key;
+        bt_ring_add(d->seen, &d->seen_at, key);
 }
 
 static size_t dchunk_bytes(const dchunk *d)
@@ -334,7 +345,7 @@ static void reader_use_dict(idx_reader *r, idx_dict_cache *d)
         r->ft = &d->fields;
     }
     /* Forget the segments this snapshot no longer lists (merged away). */
-    uint32_t k = 0;
+    uint32_t k = 0, had = d->n;
     for (uint32_t i = 0; i < d->n; i++) {
         bool listed = false;
         for (uint32_t j = 0; !listed && j < r->segs.n; j++)
@@ -349,10 +360,12 @@ static void reader_use_dict(idx_reader *r, idx_dict_cache *d)
         kv_free(d->segs[i].v);
     }
     d->n = k;
-    /* And the blocks of terms of such segments, and when it was full of
-     * terms not walked lately. */
+    /* And the blocks of terms of such segments (a term's segment has
+     * dictionary chunks here from its lookup on), and when it was full of
+     * terms not walked lately: not a pass over every term each search. */
     d->readers++;
-    bt_drop(d, &r->segs, d->bt_full);
+    if (k < had || d->bt_full)
+        bt_drop(d, &r->segs, d->bt_full);
     d->bt_full = false;
 }
 
@@ -859,12 +872,13 @@ typedef struct segcur {
     uint32_t bi;           /* the current record in bt (n: past the end) */
 } segcur;
 
-static void segcur_free(segcur *sc, idx_dict_cache *d)
+static void segcur_free(segcur *sc)
 {
+    idx_dict_cache *d = sc->dict;
     if (sc->bt)
         sc->bt->users--;
-    else if (sc->dict && sc->external && sc->have_blk)
-        bt_note(sc->dict, sc->seg, sc->ord, sc->gen, sc->e.nblocks);
+    else if (d && sc->external && sc->have_blk)
+        bt_note(d, sc->seg, sc->ord, sc->gen, sc->e.nblocks);
     kv_buf *b = &sc->bulk.buf;
     if (d && b->cap && b->cap <= DICT_POOL_BUF && d->npool < DICT_POOL) {
         d->pool[d->npool++] = *b;
@@ -1059,8 +1073,8 @@ static int ext_walk(segcur *sc, int rc, uint32_t target, kv_err *err)
 
 /* Read the term's block records whole into the handle's cache (sc->bt
  * set), unless they take more than an eighth of its room (remembered in
- * big) or it has no room or slot left (then bt_full: it is emptied at the
- * next reader's start). */
+ * big) or it has no room left (then bt_full: the next reader's start drops
+ * the stale terms). */
 static int bt_fill(segcur *sc, kv_err *err)
 {
     idx_dict_cache *d = sc->dict;
@@ -1072,8 +1086,7 @@ static int bt_fill(segcur *sc, kv_err *err)
     /* Blocks hold up to IDX_BLOCK_BYTES, most more than half that: a term
      * of more blocks than fit at half is too big, without reading it. */
     if ((uint64_t)sc->e.nblocks * (IDX_BLOCK_BYTES / 2) > limit) {
-        d->big[d->big_at++ % BT_SEEN] =
-            ((uint64_t)sc->seg << 32 | sc->ord) + 1;
+        bt_ring_add(d->big, &d->big_at, bt_key(sc->seg, sc->ord));
         return KVFTS_OK;
     }
     bterm *b = kv_calloc(1, sizeof *b);
@@ -1129,8 +1142,7 @@ static int bt_fill(segcur *sc, kv_err *err)
         }
     }
     if (big)
-        d->big[d->big_at++ % BT_SEEN] =
-            ((uint64_t)sc->seg << 32 | sc->ord) + 1;
+        bt_ring_add(d->big, &d->big_at, bt_key(sc->seg, sc->ord));
     bterm_free(b);
     return rc;
 }
@@ -1277,7 +1289,7 @@ void idx_postings_close(idx_postings *p)
     if (!p)
         return;
     for (uint32_t i = 0; i < p->nsc; i++)
-        segcur_free(&p->sc[i], p->r->dict);
+        segcur_free(&p->sc[i]);
     kv_free(p->sc);
     kv_free(p->dels);
     kv_free(p->drank);
@@ -1392,7 +1404,7 @@ int idx_postings_open(idx_postings **out, idx_reader *r, const char *field,
                 }
             }
         }
-        segcur_free(sc, NULL);
+        segcur_free(sc);
     }
     if (!rc && del > df)
         rc = kv_seterr(err, KVFTS_ECORRUPT, "term '%.*s': more deletions "

@@ -259,7 +259,7 @@ void kv__snapshot_pin(bdb_inst *in, DB_TXN *txn)
  * KV_RETRY, and kv_txn_run_read runs the whole read again. */
 int kv__txn_live(kv_txn *t, kv_err *err)
 {
-    if (!t->lazy)
+    if (t->txn)
         return KVFTS_OK;
     bdb_inst *in = t->inst;
     kv__bdb_msg()[0] = '\0';
@@ -268,7 +268,6 @@ int kv__txn_live(kv_txn *t, kv_err *err)
         t->txn = NULL;
         return kv__bdb_err(in, ret, err, "begin transaction");
     }
-    t->lazy = false;
     kv__snapshot_pin(in, t->txn);
     if (atomic_load(t->gen) + 1 != t->stamp)
         return kv_seterr(err, KV_RETRY, "database '%s': a commit landed "

@@ -634,6 +634,24 @@ static int home_path(shared_env *sh, const reg_head *h, kv_err *err)
     return KVFTS_OK;
 }
 
+/* Remove a home of SHM_DIR: the region and freezer files Berkeley DB
+ * left in it (__db.*), its owner file, and itself. */
+static void shm_dir_remove(const char *home)
+{
+    char p[PATH_MAX + 32];
+    DIR *h = opendir(home);
+    struct dirent *f;
+    while (h && (f = readdir(h)) != NULL)
+        if (strncmp(f->d_name, "__db.", 5) == 0 &&
+            snprintf(p, sizeof p, "%s/%s", home, f->d_name) < (int)sizeof p)
+            unlink(p);
+    if (h)
+        closedir(h);
+    if (snprintf(p, sizeof p, "%s/%s", home, OWNER_FILE) < (int)sizeof p)
+        unlink(p);
+    rmdir(home);
+}
+
 /* Remove the regions (and freezer files) of the environment at home, and
  * the home itself when it is a directory of SHM_DIR. */
 static void home_remove(const char *home, bool shm)
@@ -646,12 +664,8 @@ static void home_remove(const char *home, bool shm)
         e->set_errcall(e, kv__on_bdb_error);
         e->remove(e, home, DB_FORCE);
     }
-    if (shm) {
-        char p[PATH_MAX + 32];
-        if (snprintf(p, sizeof p, "%s/%s", home, OWNER_FILE) < (int)sizeof p)
-            unlink(p);
-        rmdir(home);
-    }
+    if (shm)
+        shm_dir_remove(home);
 }
 
 /*
@@ -715,19 +729,11 @@ static void shm_sweep(const char *keep_id)
         int fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
             continue;
+        /* No process uses it: its files go without Berkeley DB's
+         * DB_ENV->remove, which would join the stale regions first. */
         if (reg_lock(fd, 0, F_WRLCK, false) == 0 &&
-            shm_orphan(fd, e->d_name + 6)) {
-            DIR *h = opendir(home);
-            struct dirent *f;
-            while (h && (f = readdir(h)) != NULL)
-                if (strncmp(f->d_name, "__db.", 5) == 0 &&
-                    snprintf(p, sizeof p, "%s/%s", home, f->d_name) <
-                        (int)sizeof p)
-                    unlink(p);
-            if (h)
-                closedir(h);
-            home_remove(home, true);
-        }
+            shm_orphan(fd, e->d_name + 6))
+            shm_dir_remove(home);
         close(fd);
     }
     closedir(d);
@@ -1742,11 +1748,11 @@ int kv_parts_list(kv_txn *t, uint32_t **ids, size_t *n, kv_err *err)
  * the buffer pool directly: a DB->get of a key no record has cost 4.4k
  * instructions, this about 1k; unit.kv's test_commit_stamps fails without
  * it) before it loads gen again: a commit landing between the two loads
- * and a
- * later first read would otherwise be in a snapshot stamped as before it,
- * and the handle's caches kept by stamp (a segment list, dictionary
- * chunks, field ids) would be used with a snapshot they do not belong to:
- * a merge's inputs listed in a snapshot where their records are gone.
+ * and a later first read would otherwise be in a snapshot stamped as
+ * before it, and the handle's caches kept by stamp (a segment list,
+ * dictionary chunks, field ids) would be used with a snapshot they do not
+ * belong to: a merge's inputs listed in a snapshot where their records
+ * are gone.
  * A lazy read (kv_txn_run_read) does the same at its first record read
  * (kv__txn_live), with the gen it loaded here. */
 static int txn_begin(kv_txn **out, kv_env *e, bool write, bool lazy,
@@ -1784,8 +1790,7 @@ static int txn_begin(kv_txn **out, kv_env *e, bool write, bool lazy,
     }
     int ret = 0;
     if (lazy && steady) {
-        t->lazy = true;            /* kv__txn_live begins it */
-        t->gen = &st->gen;
+        t->gen = &st->gen;         /* kv__txn_live begins it */
         t->stamp = gen + 1;
     } else {
         ret = in->env->txn_begin(in->env, NULL, &t->txn,

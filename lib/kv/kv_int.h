@@ -93,8 +93,8 @@ struct kv_txn {
     kv_env *env;
     uint64_t stamp;              /* kv_txn_stamp() */
     bdb_inst *inst;              /* the instance it began in */
-    DB_TXN *txn;           /* NULL while a lazy read has not begun it */
-    bool lazy;             /* kv_txn_run_read: txn begins at the first read */
+    DB_TXN *txn;           /* NULL while a lazy read (kv_txn_run_read) has
+                              not begun it: kv__txn_live does */
     const atomic_uint_least64_t *gen;  /* the stamps' gen, for a lazy read */
     bool write;
     uint64_t serial;             /* this handle's n-th transaction */
