@@ -318,6 +318,16 @@ static void test_svb_decoder(void **state)
             memset(out, 0, sizeof out);
             idx__svb_decode_c(enc, out, n, false, 0);
             assert_memory_equal(out, in, (size_t)n * 4);
+            /* The data bytes of values [from, to), against each value's
+             * width, for spans that start and end anywhere in a group. */
+            for (uint32_t from = 0; from <= n; from += 1 + from / 3)
+                for (uint32_t to = from; to <= n; to += 1 + (to - from) / 2) {
+                    size_t want = 0;
+                    for (uint32_t i = from; i < to; i++)
+                        want += in[i] < 1u << 8 ? 1 : in[i] < 1u << 16 ? 2
+                                : in[i] < 1u << 24 ? 3 : 4;
+                    assert_int_equal(idx_svb_span(enc, from, to), want);
+                }
             /* The 0124 coding (term frequencies): 0, 1, 2 or 4 bytes. */
             for (uint32_t i = 0; i < n; i++)
                 if (i % 3 == 0)
