@@ -618,9 +618,13 @@ static int term_new(qry_iter **out, qry_ctx *cx, const char *field,
 typedef struct phrase_it {
     qry_iter base;
     size_t n;
-    idx_postings **p;     /* in phrase order */
+    idx_postings **p;     /* in phrase order (a repeated word's are one) */
     uint32_t *offs;
-    size_t *order;        /* indexes of p by ascending df */
+    size_t *first;        /* per term: the first term of the same word */
+    bool dups;            /* a word is repeated */
+    size_t u;             /* distinct words */
+    size_t *order;        /* their first terms, by ascending df: the
+                             cursors that move */
     size_t field;
     double idf_sum;
     uint32_t pf;          /* phrase frequency in the current match (0: not
@@ -675,11 +679,17 @@ static int phrase_count(phrase_it *ph, bool all, uint32_t *pf, kv_err *err)
 {
     *pf = 0;
     for (size_t i = 0; i < ph->n; i++) {
+        size_t j = ph->first[i];
+        ph->vat[i] = 0;
+        if (j < i) {             /* a repeated word: the same views */
+            ph->views[i] = ph->views[j];
+            ph->nviews[i] = ph->nviews[j];
+            continue;
+        }
         int rc = idx_postings_need(ph->p[i], IDX_DECODE_POSITIONS, err);
         if (rc)
             return rc;
         ph->views[i] = idx_postings_views(ph->p[i], &ph->nviews[i]);
-        ph->vat[i] = 0;
         if (!ph->views[i] || !ph->nviews[i])
             goto bad;
     }
@@ -751,11 +761,17 @@ static bool phrase_in_blocks(phrase_it *ph)
     return false;
 }
 
-static _Atomic uint64_t block_rounds;   /* the test hook's count */
+static _Atomic uint64_t block_rounds;   /* the test hooks' counts */
+static _Atomic uint64_t phrase_cursors;
 
 uint64_t qry_test_phrase_block_rounds(void)
 {
     return block_rounds;
+}
+
+uint64_t qry_test_phrase_cursors(void)
+{
+    return phrase_cursors;
 }
 
 /* Count the candidates cand[0..m) holding the phrase, from the terms'
@@ -766,7 +782,8 @@ static int phrase_count_blocks(phrase_it *ph, const uint32_t *cand, size_t m,
                                uint64_t *total, bool *done, kv_err *err)
 {
     *done = false;
-    for (size_t i = 0; i < ph->n; i++) {
+    for (size_t c = 0; c < ph->u; c++) {
+        size_t i = ph->order[c];
         bool ok;
         int rc = idx_postings_block(ph->p[i], (uint32_t)m, &ph->blk[i], &ok,
                                     err);
@@ -774,19 +791,25 @@ static int phrase_count_blocks(phrase_it *ph, const uint32_t *cand, size_t m,
             return rc;
         ph->bat[i] = 0;
     }
+    for (size_t i = 0; ph->dups && i < ph->n; i++)
+        ph->blk[i] = ph->blk[ph->first[i]];
     for (size_t j = 0; j < m; j++) {
         bool every = true;
-        for (size_t i = 0; every && i < ph->n; i++) {
+        for (size_t c = 0; every && c < ph->u; c++) {
+            size_t i = ph->order[c];
             const idx_blk *b = &ph->blk[i];
             uint32_t k = idx_gallop(b->ids, ph->bat[i], b->n, cand[j]);
             ph->bat[i] = k;
             every = k < b->n && b->ids[k] == cand[j];
         }
-        for (size_t i = 0; every && i < ph->n; i++) {
+        for (size_t c = 0; every && c < ph->u; c++) {
+            size_t i = ph->order[c];
             int rc = idx_postings_block_doc(ph->p[i], ph->bat[i], err);
             if (rc)
                 return rc;
         }
+        for (size_t i = 0; every && ph->dups && i < ph->n; i++)
+            ph->bat[i] = ph->bat[ph->first[i]];
         *total += every && phrase_in_blocks(ph);
     }
     block_rounds++;
@@ -799,7 +822,7 @@ static int phrase_align(phrase_it *ph, uint32_t target, kv_err *err)
 {
     for (;;) {
         bool moved = false;
-        for (size_t k = 0; k < ph->n; k++) {
+        for (size_t k = 0; k < ph->u; k++) {
             idx_postings *p = ph->p[ph->order[k]];
             int rc = idx_postings_skip_to(p, target, err);
             if (rc == KVFTS_ITEROVER)
@@ -878,12 +901,12 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
     int rc = idx_postings_next(lead, err);
     while (rc == KVFTS_OK) {
         uint32_t target = idx_postings_docid(lead), bound = UINT32_MAX;
-        for (size_t k = 1; !rc && k < ph->n; k++)
+        for (size_t k = 1; !rc && k < ph->u; k++)
             rc = idx_postings_skip_to(ph->p[ph->order[k]], target, err);
         if (rc)
             break;
-        for (size_t k = 0; k < ph->n; k++) {
-            uint32_t l = idx_postings_block_last(ph->p[k]);
+        for (size_t k = 0; k < ph->u; k++) {
+            uint32_t l = idx_postings_block_last(ph->p[ph->order[k]]);
             if (l < bound)
                 bound = l;
         }
@@ -900,7 +923,7 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
             b.v[m] = r[m];
             m++;
         }
-        for (size_t k = 1; m > PHRASE_FEW && k < ph->n; k++) {
+        for (size_t k = 1; m > PHRASE_FEW && k < ph->u; k++) {
             if ((rc = idx_postings_run(ph->p[ph->order[k]], &r, &rn, err)))
                 break;
             size_t o = 0;
@@ -923,7 +946,7 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
             break;
         for (size_t j = 0; !done && !rc && j < m; j++) {
             bool every = true;
-            for (size_t k = 0; !rc && every && k < ph->n; k++) {
+            for (size_t k = 0; !rc && every && k < ph->u; k++) {
                 rc = idx_postings_skip_to(ph->p[ph->order[k]], b.v[j], err);
                 every = !rc &&
                         idx_postings_docid(ph->p[ph->order[k]]) == b.v[j];
@@ -954,9 +977,9 @@ static double phrase_bound(qry_iter *it, qry_ctx *cx, uint32_t *upto)
 {
     phrase_it *ph = (phrase_it *)it;
     uint32_t mtf = UINT32_MAX, last = UINT32_MAX;
-    for (size_t i = 0; i < ph->n; i++) {
-        uint32_t m = idx_postings_block_max_tf(ph->p[i]);
-        uint32_t l = idx_postings_block_last(ph->p[i]);
+    for (size_t k = 0; k < ph->u; k++) {
+        uint32_t m = idx_postings_block_max_tf(ph->p[ph->order[k]]);
+        uint32_t l = idx_postings_block_last(ph->p[ph->order[k]]);
         mtf = m < mtf ? m : mtf;
         last = l < last ? l : last;
     }
@@ -968,8 +991,10 @@ static void phrase_free(qry_iter *it)
 {
     phrase_it *ph = (phrase_it *)it;
     for (size_t i = 0; i < ph->n; i++)
-        idx_postings_close(ph->p[i]);
+        if (ph->first[i] == i)
+            idx_postings_close(ph->p[i]);
     kv_free(ph->p);
+    kv_free(ph->first);
     kv_free(ph->order);
     kv_free(ph->pos);
     kv_free(ph->npos);
@@ -999,6 +1024,7 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     ph->qpos = n->pos;
     ph->fname = n->field;
     ph->p = kv_calloc(n->nterms, sizeof *ph->p);
+    ph->first = kv_calloc(n->nterms, sizeof *ph->first);
     ph->order = kv_calloc(n->nterms, sizeof *ph->order);
     ph->pos = kv_calloc(n->nterms, sizeof *ph->pos);
     ph->npos = kv_calloc(n->nterms, sizeof *ph->npos);
@@ -1008,18 +1034,34 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     ph->vat = kv_calloc(n->nterms, sizeof *ph->vat);
     ph->blk = kv_calloc(n->nterms, sizeof *ph->blk);
     ph->bat = kv_calloc(n->nterms, sizeof *ph->bat);
-    if (!ph->p || !ph->order || !ph->pos || !ph->npos || !ph->at ||
+    if (!ph->p || !ph->first || !ph->order || !ph->pos || !ph->npos ||
+        !ph->at ||
         !ph->views || !ph->nviews || !ph->vat || !ph->blk || !ph->bat) {
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
         goto fail;
     }
+    /* A repeated word ("the ... the") shares its first term's cursor: the
+     * cursors move in step, and a phrase of one word said a thousand
+     * times walks one cursor, not a thousand per candidate. */
     uint64_t est = UINT64_MAX;
     for (size_t i = 0; i < n->nterms; i++) {
+        size_t j = 0;
+        while (j < i && (n->tlens[j] != n->tlens[i] ||
+                         memcmp(n->terms[j], n->terms[i], n->tlens[i])))
+            j++;
+        ph->first[i] = j;
+        if (j < i) {
+            ph->p[i] = ph->p[j];
+            ph->n = i + 1;
+            ph->dups = true;
+            continue;
+        }
         rc = postings_open(&ph->p[i], cx, n->field, n->flen, n->terms[i],
                            n->tlens[i], err);
         if (rc)
             goto fail;
         ph->n = i + 1;
+        phrase_cursors++;
         if (!ph->p[i]) {          /* a term is absent: no phrase */
             phrase_free(&ph->base);
             return empty_new(out, err);
@@ -1033,10 +1075,10 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
             goto fail;
         }
         est = in->df < est ? in->df : est;
-        ph->order[i] = i;
+        ph->order[ph->u++] = i;
     }
     /* Rarest term first (insertion sort: phrases are short). */
-    for (size_t i = 1; i < ph->n; i++)
+    for (size_t i = 1; i < ph->u; i++)
         for (size_t j = i; j > 0 &&
              idx_postings_info(ph->p[ph->order[j]])->df <
              idx_postings_info(ph->p[ph->order[j - 1]])->df; j--) {

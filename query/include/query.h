@@ -93,6 +93,10 @@ int qry_node_dump(const qry_node *n, kv_buf *out, kv_err *err);
  *  terms' blocks whole (idx_postings_block), since the process began. */
 uint64_t qry_test_phrase_block_rounds(void);
 
+/** Test hook: postings cursors phrases have opened, since the process
+ *  began (a repeated word opens one). */
+uint64_t qry_test_phrase_cursors(void);
+
 /* ------------------------------------------------------------------------ */
 /* Running a search (qry_run.c)                                              */
 
