@@ -618,7 +618,8 @@ static int term_new(qry_iter **out, qry_ctx *cx, const char *field,
 typedef struct phrase_it {
     qry_iter base;
     size_t n;
-    idx_postings **p;     /* in phrase order (a repeated word's are one) */
+    idx_postings **p;     /* in phrase order (a repeated word's terms
+                             share their first term's cursor) */
     uint32_t *offs;
     size_t *first;        /* per term: the first term of the same word */
     bool dups;            /* a word is repeated */
@@ -1061,11 +1062,11 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
         if (rc)
             goto fail;
         ph->n = i + 1;
-        phrase_cursors++;
         if (!ph->p[i]) {          /* a term is absent: no phrase */
             phrase_free(&ph->base);
             return empty_new(out, err);
         }
+        phrase_cursors++;
         const idx_term_info *in = idx_postings_info(ph->p[i]);
         if (!in->positions) {
             rc = kv_seterr(err, KVFTS_EINVAL, "query: phrase at %zu needs "
