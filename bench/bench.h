@@ -117,6 +117,7 @@ typedef struct bench_spec {
     size_t nfields;
     char *config;         /* compact JSON for kvfts init --config; NULL */
     char *queries;        /* file name under bench/queries/ */
+    bool no_xapian;       /* "xapian": false: Xapian only if --vs names it */
 } bench_spec;
 
 /* One line of a query set, and what running it measured. */

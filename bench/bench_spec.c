@@ -11,8 +11,12 @@
  * `key` is the `kvfts load --key` template, `fields` the indexed top-level
  * string fields, which become the FTS5 columns in that order (after a first
  * column `key UNINDEXED` holding the rendered key), `config` goes to
- * `kvfts init --config`, `queries` names a file of bench/queries/.  Unknown
- * members are refused, so a typo does not silently change a benchmark.
+ * `kvfts init --config`, `queries` names a file of bench/queries/, and
+ * `"xapian": false` (optional) leaves Xapian out unless --vs names it: a
+ * corpus whose queries Xapian cannot answer in reasonable time (largevocab:
+ * its wildcards of up to 180,000 expansions ran for over 20 minutes).
+ * Unknown members are refused, so a typo does not silently change a
+ * benchmark.
  *
  * A query set, bench/queries/NAME.tsv: `#` comments and blank lines are
  * ignored; every other line is CLASS<TAB>KVFTS QUERY<TAB>FTS5 QUERY, CLASS
@@ -243,6 +247,13 @@ static int spec_member(bench_spec *s, const char *k, yajl_val v)
         s->synthetic = YAJL_IS_TRUE(v);
         return 0;
     }
+    if (strcmp(k, "xapian") == 0) {
+        if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v))
+            return bench_fail(BENCH_USAGE, "spec %s: 'xapian' must be true "
+                              "or false", s->file);
+        s->no_xapian = YAJL_IS_FALSE(v);
+        return 0;
+    }
     if (strcmp(k, "config") == 0) {
         if (!YAJL_IS_OBJECT(v))
             return bench_fail(BENCH_USAGE, "spec %s: 'config' must be an "
@@ -258,7 +269,7 @@ static int spec_member(bench_spec *s, const char *k, yajl_val v)
         return bench_tmpl_parse(&s->key, v->u.string, s->file);
     }
     return bench_fail(BENCH_USAGE, "spec %s: unknown member '%s' (valid: "
-                      "name, title, synthetic, key, fields, config, queries)",
+                      "name, title, synthetic, key, fields, config, queries, xapian)",
                       s->file, k);
 }
 

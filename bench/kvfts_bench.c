@@ -142,6 +142,7 @@ typedef struct opts {
     uint64_t docs;            /* 0: not given */
     bool vs;                  /* --vs has fts5 */
     bool xap;                 /* --vs has xapian */
+    bool vs_given;            /* --vs was on the command line */
     int runs;
     unsigned mem_mb;
     const char *work, *out, *data;
@@ -203,6 +204,7 @@ static int parse_sizes(opts *o, const char *arg)
 static int parse_vs(opts *o, const char *arg)
 {
     o->vs = o->xap = false;
+    o->vs_given = true;
     if (strcmp(arg, "none") == 0)
         return 0;
     size_t len = strlen(arg);
@@ -780,7 +782,10 @@ static int run_corpus(ctx *x)
     r.spec = &s;
     r.qs = &qs;
     r.vs = x->o->vs;
-    r.xap_on = x->o->xap;
+    r.xap_on = x->o->xap && !(s.no_xapian && !x->o->vs_given);
+    if (!code && x->o->xap && !r.xap_on)
+        fprintf(stderr, "kvfts-bench: %s: Xapian left out (its spec says "
+                "\"xapian\": false); --vs fts5,xapian runs it\n", s.name);
     r.runs = x->o->runs;
     r.mem_mb = x->o->mem_mb;
     r.readers.n = x->o->readers;
@@ -845,7 +850,7 @@ static int run_growth(ctx *x)
         code = setup_dirs(x, sub);
     g->spec = &s;
     g->vs = x->o->vs;
-    g->xap_on = x->o->xap;
+    g->xap_on = x->o->xap && !(s.no_xapian && !x->o->vs_given);
     char *file = NULL;
     if (!code)
         code = corpus_file(&file, x->o, x->bench, x->data, x->work, &s,

@@ -151,6 +151,25 @@ if [ "$(jq -r '.versions.xapian' "$J")" != null ]; then
     check "xapian alone" grep -qE '^figure +kvfts +xapian +kvfts/xap +target$' <<<"$OUT"
     expect_eq "xapian alone in JSON" "$(jq -c '[.settings.peers, .load.fts5, .agreement, .xapian_agreement.ok]' "$J")" \
         '[["xapian"],null,null,true]'
+    # A spec that says "xapian": false leaves Xapian out of the default
+    # peers, says so, and runs it when --vs names it.
+    sed 's/"queries":"tiny.tsv"}/"queries":"tiny.tsv","xapian":false}/' \
+        "$B/corpora/tiny.json" >"$B/corpora/tinynx.json"
+    sed -i 's/"name":"tiny"/"name":"tinynx"/' "$B/corpora/tinynx.json"
+    cp "$B/queries/tiny.tsv" "$B/queries/tinynx.tsv"
+    sed -i 's/tiny.tsv/tinynx.tsv/' "$B/corpora/tinynx.json"
+    expect_exit 0 bench --corpus tinynx
+    expect_stderr_contains 'tinynx: Xapian left out (its spec says "xapian": false)'
+    expect_eq "no xapian by the spec" \
+        "$(jq -c '[.settings.peers, .load.xapian]' "$T_DIR/out/tinynx.json")" '[["fts5"],null]'
+    expect_exit 0 bench --corpus tinynx --vs fts5,xapian
+    expect_eq "xapian when named" \
+        "$(jq -c '[.settings.peers, .xapian_agreement.ok]' "$T_DIR/out/tinynx.json")" \
+        '[["fts5","xapian"],true]'
+    sed 's/"xapian":false/"xapian":"no"/' "$B/corpora/tinynx.json" >"$B/corpora/tinybad.json"
+    expect_exit 2 bench --corpus tinybad
+    expect_stderr_contains "'xapian' must be true or false"
+    rm -f "$B/corpora/tinynx.json" "$B/corpora/tinybad.json" "$B/queries/tinynx.tsv"
     expect_exit 0 bench --corpus tiny --vs fts5
     check "no xapian column" test "$(grep -ci xapian <<<"$OUT")" = 0
     expect_eq "fts5 alone in JSON" "$(jq -c '[.settings.peers, .load.xapian, .xapian_agreement]' "$J")" \
