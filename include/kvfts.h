@@ -459,11 +459,14 @@ typedef struct kvfts_search_options {
     kvfts_sort sort;      /* KVFTS_SORT_SCORE or KVFTS_SORT_KEY */
     /* Version 2: bounds on a search's work (README "Huge prefixes").  A
      * prefix may expand to any number of terms; these stop the expansion
-     * when it would hold more memory or take longer than allowed.  Then
-     * the answer is what was found (kvfts_results_partial() is true), or
-     * KVFTS_ELIMIT with exact. */
+     * when it would hold more memory or take longer than allowed, and the
+     * time limit also stops the walk that ranks the matches.  Then the
+     * answer is what was found (kvfts_results_partial() is true), or
+     * KVFTS_ELIMIT with exact.  A count (count_only) is timed in its
+     * prefixes' expansion only. */
     size_t mem_limit;     /* bytes an expansion may hold; 0 = 256 MiB */
-    unsigned time_limit_ms;   /* time to expand prefixes; 0 = no limit */
+    unsigned time_limit_ms;   /* time to expand prefixes and rank the
+                                 matches; 0 = no limit */
     bool exact;           /* an answer cut by a bound is KVFTS_ELIMIT */
 } kvfts_search_options;
 #define KVFTS_SEARCH_OPTIONS_VERSION 2

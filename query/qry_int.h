@@ -61,13 +61,19 @@ int qry_ctx_new(qry_ctx **out, kv_txn *txn, idx_dict_cache *dict,
                 kv_err *err);
 void qry_ctx_free(qry_ctx *cx);             /* NULL: no-op */
 
-/** Bounds of the prefix expansions of the search: @p mem_limit bytes
- *  (0: QRY_DEFAULT_MEM), @p time_limit_ms from now (0: none); @p exact
- *  makes reaching one KVFTS_ELIMIT rather than a partial answer. */
+/** Bounds of the search: @p mem_limit bytes a prefix's expansion may hold
+ *  (0: QRY_DEFAULT_MEM), @p time_limit_ms from now (0: none) for the
+ *  expansions and the ranking walk (qry_ctx_late); @p exact makes reaching
+ *  one KVFTS_ELIMIT rather than a partial answer. */
 void qry_ctx_limits(qry_ctx *cx, size_t mem_limit, unsigned time_limit_ms,
                     bool exact);
-/** True when a bound cut an expansion of this search. */
+/** True when a bound cut an expansion or the ranking walk of this search. */
 bool qry_ctx_partial(const qry_ctx *cx);
+/** Every 1,024 calls (matches walked): is the search's time up?  0: go on.
+ *  1: it is, and the search is now partial (stop, answer with what was
+ *  found).  KVFTS_ELIMIT: it is, and the bounds are exact (@p found, the
+ *  matches walked, goes in the message). */
+int qry_ctx_late(qry_ctx *cx, uint64_t *ticks, uint64_t found, kv_err *err);
 /** The search only counts: fields' BM25 statistics are not read (a
  *  one-term count was a fifth slower reading them). */
 void qry_ctx_unscored(qry_ctx *cx);

@@ -99,6 +99,19 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static _Atomic bool clock_expired;   /* test hook: every deadline passed */
+
+void qry_test_clock_expired(bool on)
+{
+    clock_expired = on;
+}
+
+/* Whether a search's deadline (not 0) has passed. */
+static bool past(uint64_t deadline)
+{
+    return clock_expired || now_ns() >= deadline;
+}
+
 void qry_ctx_limits(qry_ctx *cx, size_t mem_limit, unsigned time_limit_ms,
                     bool exact)
 {
@@ -111,6 +124,18 @@ void qry_ctx_limits(qry_ctx *cx, size_t mem_limit, unsigned time_limit_ms,
 bool qry_ctx_partial(const qry_ctx *cx)
 {
     return cx->partial;
+}
+
+int qry_ctx_late(qry_ctx *cx, uint64_t *ticks, uint64_t found, kv_err *err)
+{
+    if (!cx->deadline || (++*ticks & 1023) != 0 || !past(cx->deadline))
+        return 0;
+    if (cx->exact)
+        return kv_seterr(err, KVFTS_ELIMIT, "query: the search reached its "
+                         "time limit after %llu matches",
+                         (unsigned long long)found);
+    cx->partial = true;
+    return 1;
 }
 
 void qry_ctx_unscored(qry_ctx *cx)
@@ -1648,8 +1673,7 @@ enum { CUT_NONE = 0, CUT_TIME, CUT_MEM };
 /* Every 4,096 postings: is the search's time up? */
 static bool walk_late(const qry_ctx *cx, uint64_t *seen)
 {
-    return cx->deadline && (++*seen & 4095) == 0 &&
-           now_ns() >= cx->deadline;
+    return cx->deadline && (++*seen & 4095) == 0 && past(cx->deadline);
 }
 
 /* A bound cut prefix n's expansion: an error if the search must be exact,

@@ -133,8 +133,20 @@ int qry_run(kv_txn *txn, const qry_node *plan, const qry_run_options *o,
      * skip only the scoring of such documents. */
     bool skip = o->k && it->exact_est && it->bound;
     it->tight = skip;
+    uint64_t ticks = 0;
     rc = it->next(it, err);
     while (rc == QRY_OK) {
+        /* Out of time: the best of the matches walked so far (a term's
+         * total stays its exact count), or KVFTS_ELIMIT when exact. */
+        int late = qry_ctx_late(cx, &ticks, count, err);
+        if (late < 0) {
+            rc = late;
+            goto fail;
+        }
+        if (late) {
+            rc = QRY_EOF;
+            break;
+        }
         if (!skip)
             count++;
         if (o->k && n == o->k && it->bound) {

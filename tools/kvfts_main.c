@@ -91,8 +91,9 @@ static const command commands[] = {
       "  words and 256 KiB (--query-file reads a long one).  A prefix may\n"
       "  expand to any number of terms; expanding it is bounded by\n"
       "  --mem-limit (default 256M; env KVFTS_SEARCH_MEM) and\n"
-      "  --time-limit (default none; env KVFTS_SEARCH_TIME_MS): past one the\n"
-      "  answer is what was found, with \"partial\":true on the last line;\n"
+      "  --time-limit (default none; env KVFTS_SEARCH_TIME_MS), which also\n"
+      "  bounds ranking the matches (not a --count): past one the answer is\n"
+      "  what was found, with \"partial\":true on the last line;\n"
       "  --exact makes that an error (exit 1).\n" },
     { "term", cmd_term,
       "kvfts term FIELD TERM [--limit N]\n"

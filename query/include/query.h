@@ -97,6 +97,10 @@ uint64_t qry_test_phrase_block_rounds(void);
  *  began (a repeated word opens one). */
 uint64_t qry_test_phrase_cursors(void);
 
+/** Test hook: while on, every search's deadline has passed (its time
+ *  limit, when it has one, is reached at the first look at the clock). */
+void qry_test_clock_expired(bool on);
+
 /* ------------------------------------------------------------------------ */
 /* Running a search (qry_run.c)                                              */
 

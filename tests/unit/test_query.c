@@ -1176,6 +1176,44 @@ static void test_topk_counts(void **state)
         tk_query(&q);
         tk_check(&f, docs, n, &q);
     }
+    /* Out of time in the ranking walk (the clock forced past every
+     * deadline): the best of the first 1,023 matches, flagged partial;
+     * KVFTS_ELIMIT when exact; a count is not timed; no limit, no cut. */
+    {
+        static const char qq[] = "alpha OR bravo OR charlie OR delta";
+        uint64_t want = 0;
+        for (size_t i = 0; i < n; i++)
+            want += docs[i].live && (tk_has(&docs[i], -1, 0) ||
+                                     tk_has(&docs[i], -1, 1) ||
+                                     tk_has(&docs[i], -1, 2) ||
+                                     tk_has(&docs[i], -1, 3));
+        assert_true(want > 2048);
+        kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+        kvfts_results *r = NULL;
+        o.time_limit_ms = 60000;
+        qry_test_clock_expired(true);
+        assert_int_equal(kvfts_search(&r, f.db, S(qq), &o), 0);
+        assert_true(kvfts_results_partial(r));
+        assert_int_equal(kvfts_results_total(r), 1023);
+        assert_int_equal(kvfts_results_count(r), 10);
+        kvfts_results_free(r);
+        o.exact = true;
+        assert_int_equal(kvfts_search(&r, f.db, S(qq), &o), KVFTS_ELIMIT);
+        assert_non_null(strstr(kvfts_errmsg(f.db), "reached its time limit"));
+        o.exact = false;
+        o.count_only = true;
+        assert_int_equal(kvfts_search(&r, f.db, S(qq), &o), 0);
+        assert_false(kvfts_results_partial(r));
+        assert_int_equal(kvfts_results_total(r), want);
+        kvfts_results_free(r);
+        o.count_only = false;
+        o.time_limit_ms = 0;
+        assert_int_equal(kvfts_search(&r, f.db, S(qq), &o), 0);
+        assert_false(kvfts_results_partial(r));
+        assert_int_equal(kvfts_results_total(r), want);
+        kvfts_results_free(r);
+        qry_test_clock_expired(false);
+    }
     free(docs);
     fx_close(&f);
 }
