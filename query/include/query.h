@@ -93,9 +93,10 @@ int qry_node_dump(const qry_node *n, kv_buf *out, kv_err *err);
  *  terms' blocks whole (idx_postings_block), since the process began. */
 uint64_t qry_test_phrase_block_rounds(void);
 
-/** Test hook: postings cursors phrases have opened, since the process
- *  began (a repeated word opens one). */
-uint64_t qry_test_phrase_cursors(void);
+/** Test hook: postings cursors of terms and phrases searches have opened,
+ *  since the process began (a word repeated in a phrase, an AND or an OR
+ *  opens one). */
+uint64_t qry_test_cursors(void);
 
 /** Test hook: while on, every search's deadline has passed (its time
  *  limit, when it has one, is reached at the first look at the clock). */

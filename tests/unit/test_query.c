@@ -1125,28 +1125,85 @@ static void test_topk_counts(void **state)
     }
     assert_true(qry_test_phrase_block_rounds() > rounds);
     /* A word said 2,000 times is one cursor, not 2,000 walked per
-     * candidate (35 s and 231 MB for "the" x 5,000 on the catalog): no
-     * document has it (at most 96 words a field), and two words so
-     * repeated open two cursors. */
+     * candidate (35 s and 231 MB for "the" x 5,000 on the catalog), in a
+     * phrase (no document has it: at most 96 words a field), an AND or an
+     * OR (both match where the word does); two words so repeated open two
+     * cursors.  The AND and OR rank as the clauses would (a repeated
+     * term's score added once per clause): their top 10 is compared with
+     * that of the AND/OR of the distinct words, whose order it keeps. */
     {
-        static char many[2 * 2000 * 8 + 8];
-        for (int w = 0; w < 2; w++) {
-            size_t m = (size_t)snprintf(many, sizeof many, "\"");
-            for (int i = 0; i < 2000; i++)
-                m += (size_t)snprintf(many + m, sizeof many - m, "%s%s",
-                                      i ? " " : "",
-                                      tk_vocab[w && i % 2 ? 1 : 0]);
-            snprintf(many + m, sizeof many - m, "\"");
-            uint64_t before = qry_test_phrase_cursors();
-            kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
-            o.count_only = true;
-            kvfts_results *r = NULL;
-            assert_int_equal(kvfts_search(&r, f.db, S(many), &o), 0);
-            assert_int_equal(kvfts_results_total(r), 0);
-            kvfts_results_free(r);
-            assert_int_equal(qry_test_phrase_cursors() - before,
-                             (uint64_t)w + 1);
+        static char many[2 * 2000 * 12 + 8];
+        static const char *const ops[] = { "\"", " ", " OR " };
+        uint64_t want[2][2] = { { 0, 0 }, { 0, 0 } };
+        for (size_t i = 0; i < n; i++) {
+            bool a0 = docs[i].live && tk_has(&docs[i], -1, 0);
+            bool a1 = docs[i].live && tk_has(&docs[i], -1, 1);
+            want[0][0] += a0;
+            want[0][1] += a0;
+            want[1][0] += a0 && a1;
+            want[1][1] += a0 || a1;
         }
+        for (int op = 0; op < 3; op++)
+            for (int w = 0; w < 2; w++) {
+                const char *sep = op ? ops[op] : " ";
+                size_t m = (size_t)snprintf(many, sizeof many, "%s",
+                                            op ? "" : "\"");
+                for (int i = 0; i < 2000; i++)
+                    m += (size_t)snprintf(many + m, sizeof many - m, "%s%s",
+                                          i ? sep : "",
+                                          tk_vocab[w && i % 2 ? 1 : 0]);
+                snprintf(many + m, sizeof many - m, "%s", op ? "" : "\"");
+                uint64_t before = qry_test_cursors();
+                kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+                o.count_only = true;
+                kvfts_results *r = NULL;
+                assert_int_equal(kvfts_search(&r, f.db, S(many), &o), 0);
+                assert_int_equal(kvfts_results_total(r),
+                                 op ? want[w][op - 1] : 0);
+                kvfts_results_free(r);
+                assert_int_equal(qry_test_cursors() - before,
+                                 (uint64_t)w + 1);
+                if (!op)
+                    continue;
+                /* ranked: each hit's score is 2,000 times the one word's
+                 * (w: 1,000 times the two words'), as a sum of clauses,
+                 * in descending order */
+                o.count_only = false;
+                o.keys_only = true;
+                assert_int_equal(kvfts_search(&r, f.db, S(many), &o), 0);
+                kvfts_results *r1 = NULL;
+                const char *one = w ? (op == 1 ? "alpha bravo"
+                                               : "alpha OR bravo") : "alpha";
+                kvfts_search_options o1 = o;
+                o1.limit = 0;
+                assert_int_equal(kvfts_search(&r1, f.db, S(one), &o1), 0);
+                size_t n1 = kvfts_results_count(r1);
+                const char *k, *k1;
+                double sc, sc1, prev = INFINITY;
+                size_t hits = 0;
+                while (kvfts_results_next(r, &k, NULL, NULL, &sc) ==
+                       KVFTS_OK) {
+                    double single = -1;
+                    for (size_t j = 0; j < n1; j++) {
+                        assert_int_equal(kvfts_results_next(r1, &k1, NULL,
+                                                            NULL, &sc1), 0);
+                        if (!strcmp(k, k1))
+                            single = sc1;
+                    }
+                    kvfts_results_free(r1);
+                    assert_int_equal(kvfts_search(&r1, f.db, S(one), &o1),
+                                     0);
+                    assert_true(single > 0);
+                    assert_true(fabs(sc - (w ? 1000.0 : 2000.0) * single) <=
+                                1e-9 * sc);
+                    assert_true(sc <= prev);
+                    prev = sc;
+                    hits++;
+                }
+                assert_int_equal(hits, 10);
+                kvfts_results_free(r);
+                kvfts_results_free(r1);
+            }
     }
     /* replaces in a batch, then single deletes and puts: deletions and
      * postings of the same ids in newer segments */
