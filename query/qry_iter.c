@@ -506,7 +506,10 @@ static int rep_skip(qry_iter *it, uint32_t docid, kv_err *err)
 }
 
 /* The kid (a term) adds one value: it is scored once and added as many
- * times as it is named, the sum the clauses gave, bit for bit. */
+ * times as it is named.  That is the sum the clauses gave when they were
+ * added one after another (an AND's kids sorted by estimate put them so,
+ * unless another kid has the same estimate); else it may differ in the
+ * last bit, as any change in the order of a sum may. */
 static int rep_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
 {
     rep_it *r = (rep_it *)it;
@@ -565,16 +568,29 @@ static int rep_new(qry_iter **out, qry_iter *kid, size_t times, kv_err *err)
     return KVFTS_OK;
 }
 
+/* Whether kids a and b are the same term with the same sign. */
+static bool same_term(const qry_node *a, const qry_node *b)
+{
+    return a->kind == QRY_TERM && b->kind == QRY_TERM && a->neg == b->neg &&
+           a->flen == b->flen && a->tlens[0] == b->tlens[0] &&
+           !memcmp(a->field, b->field, a->flen) &&
+           !memcmp(a->terms[0], b->terms[0], a->tlens[0]);
+}
+
 /* Per kid of @p n: how many kids it stands for (1 + the later kids that are
- * the same term, with the same sign), 0 for such a later kid.  A hash of
- * each term kid keeps the pairwise look cheap. */
+ * the same term, with the same sign), 0 for such a later kid.  Term kids
+ * go into a hash set of their first occurrences (open addressing, twice as
+ * many slots as kids): one look per kid, however many. */
 static int kid_times(const qry_node *n, size_t **out, kv_err *err)
 {
+    size_t cap = 4;
+    while (cap < 2 * n->nkids)
+        cap *= 2;
     size_t *t = kv_calloc(n->nkids ? n->nkids : 1, sizeof *t);
-    uint64_t *h = kv_calloc(n->nkids ? n->nkids : 1, sizeof *h);
-    if (!t || !h) {
+    size_t *set = kv_calloc(cap, sizeof *set);   /* kid index + 1, or 0 */
+    if (!t || !set) {
         kv_free(t);
-        kv_free(h);
+        kv_free(set);
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n->nkids; i++) {
@@ -582,27 +598,23 @@ static int kid_times(const qry_node *n, size_t **out, kv_err *err)
         t[i] = 1;
         if (k->kind != QRY_TERM)
             continue;
-        uint64_t x = 1469598103934665603u ^ (uint64_t)k->neg;
+        uint64_t x = 1469598103934665603u ^ (uint64_t)k->neg;   /* FNV-1a */
         for (size_t b = 0; b < k->flen; b++)
             x = (x ^ (unsigned char)k->field[b]) * 1099511628211u;
         x = (x ^ 0xff) * 1099511628211u;
         for (size_t b = 0; b < k->tlens[0]; b++)
             x = (x ^ (unsigned char)k->terms[0][b]) * 1099511628211u;
-        h[i] = x;
-        for (size_t j = 0; j < i; j++) {
-            const qry_node *o = n->kids[j];
-            if (t[j] && h[j] == x && o->kind == QRY_TERM &&
-                o->neg == k->neg && o->flen == k->flen &&
-                o->tlens[0] == k->tlens[0] &&
-                !memcmp(o->field, k->field, k->flen) &&
-                !memcmp(o->terms[0], k->terms[0], k->tlens[0])) {
-                t[j]++;
-                t[i] = 0;
-                break;
-            }
+        size_t at = (size_t)(x ^ (x >> 32)) & (cap - 1);
+        while (set[at] && !same_term(n->kids[set[at] - 1], k))
+            at = (at + 1) & (cap - 1);
+        if (set[at]) {
+            t[set[at] - 1]++;
+            t[i] = 0;
+        } else {
+            set[at] = i + 1;
         }
     }
-    kv_free(h);
+    kv_free(set);
     *out = t;
     return KVFTS_OK;
 }
