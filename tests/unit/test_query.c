@@ -1271,6 +1271,35 @@ static void test_topk_counts(void **state)
         kvfts_results_free(r);
         qry_test_clock_expired(false);
     }
+    /* A phrase, a prefix or a group said 1,000 times in an OR or an AND
+     * is walked once: as many cursors as once, the same count. */
+    {
+        static const char *const clause[] = { "\"alpha bravo\"", "alp*",
+                                              "(alpha OR bravo)" };
+        static char many[1000 * 24 + 8];
+        for (int c = 0; c < 3; c++)
+            for (int op = 0; op < 2; op++) {
+                size_t m = 0;
+                for (int i = 0; i < 1000; i++)
+                    m += (size_t)snprintf(many + m, sizeof many - m, "%s%s",
+                                          i ? (op ? " OR " : " ") : "",
+                                          clause[c]);
+                kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+                o.count_only = true;
+                kvfts_results *r = NULL;
+                uint64_t before = qry_test_cursors();
+                assert_int_equal(kvfts_search(&r, f.db, S(clause[c]), &o), 0);
+                uint64_t once = qry_test_cursors() - before;
+                uint64_t want = kvfts_results_total(r);
+                kvfts_results_free(r);
+                assert_true(want > 0);
+                before = qry_test_cursors();
+                assert_int_equal(kvfts_search(&r, f.db, S(many), &o), 0);
+                assert_int_equal(qry_test_cursors() - before, once);
+                assert_int_equal(kvfts_results_total(r), want);
+                kvfts_results_free(r);
+            }
+    }
     free(docs);
     fx_close(&f);
 }
