@@ -214,6 +214,16 @@ static int spec_string(char **out, yajl_val v, const char *file,
     return 0;
 }
 
+static int spec_bool(bool *out, yajl_val v, const char *file,
+                     const char *member)
+{
+    if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v))
+        return bench_fail(BENCH_USAGE, "spec %s: '%s' must be true or false",
+                          file, member);
+    *out = YAJL_IS_TRUE(v);
+    return 0;
+}
+
 static int spec_fields(bench_spec *s, yajl_val v)
 {
     if (!YAJL_IS_ARRAY(v) || v->u.array.len == 0)
@@ -240,19 +250,13 @@ static int spec_member(bench_spec *s, const char *k, yajl_val v)
         return spec_string(&s->queries, v, s->file, k);
     if (strcmp(k, "fields") == 0)
         return spec_fields(s, v);
-    if (strcmp(k, "synthetic") == 0) {
-        if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v))
-            return bench_fail(BENCH_USAGE, "spec %s: 'synthetic' must be true"
-                              " or false", s->file);
-        s->synthetic = YAJL_IS_TRUE(v);
-        return 0;
-    }
+    if (strcmp(k, "synthetic") == 0)
+        return spec_bool(&s->synthetic, v, s->file, k);
     if (strcmp(k, "xapian") == 0) {
-        if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v))
-            return bench_fail(BENCH_USAGE, "spec %s: 'xapian' must be true "
-                              "or false", s->file);
-        s->no_xapian = YAJL_IS_FALSE(v);
-        return 0;
+        bool on = true;
+        int code = spec_bool(&on, v, s->file, k);
+        s->no_xapian = !on;
+        return code;
     }
     if (strcmp(k, "config") == 0) {
         if (!YAJL_IS_OBJECT(v))
@@ -269,8 +273,8 @@ static int spec_member(bench_spec *s, const char *k, yajl_val v)
         return bench_tmpl_parse(&s->key, v->u.string, s->file);
     }
     return bench_fail(BENCH_USAGE, "spec %s: unknown member '%s' (valid: "
-                      "name, title, synthetic, key, fields, config, queries, xapian)",
-                      s->file, k);
+                      "name, title, synthetic, key, fields, config, queries, "
+                      "xapian)", s->file, k);
 }
 
 int bench_spec_load(bench_spec *s, const char *file)
