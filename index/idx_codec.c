@@ -1,7 +1,7 @@
 /*
  * idx_codec.c -- the on-disk format of the inverted index, with its
  * encoders and bounds-checked decoders.  Index format 2 (database format
- * "kvfts 4": segments in files of their own); this comment changes in the
+ * "kvfts 5": segments in files of their own, their list in segs.db); this comment changes in the
  * same commit as the format.
  *
  * Model.  One postings list per term, whatever the fields it occurs in,
@@ -23,7 +23,7 @@
  * Segments.  Immutable segments, each a file of its own,
  * DIR/seg-XXXXXXXX.db (lib/kv/kv_part.c), with its dictionary (space
  * KV_TERMS) and its blocks (KV_POSTINGS): every key starts with the
- * segment's id (meta sequence "seq::seg"), which names the file.  A
+ * segment's id (segs.db "seq::seg", the last id given), which names the file.  A
  * segment is written front to back into its new file, filling its pages,
  * and its transaction changes no page of an older one; a merge's inputs
  * are removed as whole files:
@@ -38,8 +38,11 @@
  *                                       segment's term order), first doc
  *                                       id FIRST
  *
- * meta.db "segments" lists them oldest first (idx_segs); a merge replaces
- * a run of neighbours by one segment in the run's place.
+ * segs.db "segments" lists them oldest first (idx_segs); a merge replaces
+ * a run of neighbours by one segment in the run's place.  segs.db holds
+ * only what merges write (the list, "merge", "dropq", "seq::seg"), so that
+ * a merge on a thread of its own never waits for the page locks a batch
+ * holds on meta.db from its first document to its commit.
  *
  * A document keeps its internal id through replacements.  A segment made
  * by a batch holds, per term, the postings of the batch's new versions and
@@ -93,7 +96,7 @@
  *   varints (field id, length in terms; "_all" is a field of its own).
  * meta.db "field::NAME" -> varint id, varint documents having the field,
  *   varint sum of their lengths (BM25); ids from sequence "field".
- * meta.db "segments" -> u8 version (2), varint n, n x (varint id, level,
+ * segs.db "segments" -> u8 version (2), varint n, n x (varint id, level,
  *   docs, dels, terms, bytes, min id, max id - min id).
  *
  * varint = unsigned LEB128, at most 10 bytes.  StreamVByte (Debian's
@@ -1222,14 +1225,37 @@ int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err)
     return rc;
 }
 
-/* Ids come from a sequence, so every own file is new; age is the segment
- * list's order, never the id's. */
+int idx_seg_last_id(kv_txn *txn, bool for_update, uint64_t *last,
+                    kv_err *err)
+{
+    kv_buf v = KV_BUF_INIT;
+    *last = 0;
+    int rc = kv_get(txn, KV_SEGS, IDX_SEG_SEQ, strlen(IDX_SEG_SEQ), &v,
+                    for_update, err);
+    if (rc == KVFTS_ENOTFOUND)
+        rc = KVFTS_OK;
+    else if (!rc && v.len != 8)
+        rc = kv_seterr(err, KVFTS_ECORRUPT, "corrupt segment id sequence "
+                       "(%zu bytes)", v.len);
+    else if (!rc)
+        *last = kv_get_be64((const unsigned char *)v.data);
+    kv_buf_free(&v);
+    return rc;
+}
+
+/* Ids come from a sequence (segs.db, beside the list), so every own file
+ * is new; age is the segment list's order, never the id's. */
 int idx_seg_new_id(kv_txn *txn, bool own, uint32_t *id, kv_err *err)
 {
     uint64_t n;
-    int rc = kv_seq_next(txn, IDX_SEG_SEQ, &n, err);
-    if (!rc && (n == 0 || n >= KV_PART_OWN))
+    int rc = idx_seg_last_id(txn, true, &n, err);
+    if (!rc && ++n >= KV_PART_OWN)
         rc = kv_seterr(err, KVFTS_ERROR, "segment ids exhausted");
+    unsigned char b[8];
+    kv_put_be64(b, n);
+    if (!rc)
+        rc = kv_put(txn, KV_SEGS, IDX_SEG_SEQ, strlen(IDX_SEG_SEQ), b, 8,
+                    err);
     if (!rc)
         *id = (uint32_t)n | (own ? KV_PART_OWN : 0);
     return rc;
@@ -1293,7 +1319,7 @@ int idx_segs_encode(const idx_segs *s, kv_buf *out, kv_err *err)
 int idx_segs_read(idx_segs *s, kv_txn *txn, bool for_update, kv_err *err)
 {
     kv_buf v = KV_BUF_INIT;
-    int rc = kv_get(txn, KV_META, IDX_SEGS_KEY, strlen(IDX_SEGS_KEY), &v,
+    int rc = kv_get(txn, KV_SEGS, IDX_SEGS_KEY, strlen(IDX_SEGS_KEY), &v,
                     for_update, err);
     if (rc == KVFTS_ENOTFOUND) {
         s->n = 0;
@@ -1323,13 +1349,13 @@ int idx_segs_write(const idx_segs *s, kv_txn *txn, kv_err *err)
     kv_buf v = KV_BUF_INIT;
     int rc = idx_segs_encode(s, &v, err);
     if (!rc)
-        rc = kv_put(txn, KV_META, IDX_SEGS_KEY, strlen(IDX_SEGS_KEY), v.data,
+        rc = kv_put(txn, KV_SEGS, IDX_SEGS_KEY, strlen(IDX_SEGS_KEY), v.data,
                     v.len, err);
     kv_buf_free(&v);
     return rc;
 }
 
-/* ---- segments to remove (meta.db "dropq") -------------------------------- */
+/* ---- segments to remove (segs.db "dropq") -------------------------------- */
 
 /* version 1 | varint count | varint ids */
 int idx_dropq_read(kv_txn *txn, bool for_update, uint32_t **ids,
@@ -1338,7 +1364,7 @@ int idx_dropq_read(kv_txn *txn, bool for_update, uint32_t **ids,
     *ids = NULL;
     *n = 0;
     kv_buf v = KV_BUF_INIT;
-    int rc = kv_get(txn, KV_META, IDX_DROPQ_KEY, strlen(IDX_DROPQ_KEY), &v,
+    int rc = kv_get(txn, KV_SEGS, IDX_DROPQ_KEY, strlen(IDX_DROPQ_KEY), &v,
                     for_update, err);
     if (rc == KVFTS_ENOTFOUND) {
         kv_buf_free(&v);
@@ -1373,7 +1399,7 @@ static int dropq_write(kv_txn *txn, const uint32_t *ids, uint32_t n,
                        kv_err *err)
 {
     if (!n) {
-        int rc = kv_del(txn, KV_META, IDX_DROPQ_KEY, strlen(IDX_DROPQ_KEY),
+        int rc = kv_del(txn, KV_SEGS, IDX_DROPQ_KEY, strlen(IDX_DROPQ_KEY),
                         err);
         return rc == KVFTS_ENOTFOUND ? KVFTS_OK : rc;
     }
@@ -1384,7 +1410,7 @@ static int dropq_write(kv_txn *txn, const uint32_t *ids, uint32_t n,
     for (uint32_t i = 0; !rc && i < n; i++)
         rc = idx_buf_varint(&v, ids[i], err);
     if (!rc)
-        rc = kv_put(txn, KV_META, IDX_DROPQ_KEY, strlen(IDX_DROPQ_KEY),
+        rc = kv_put(txn, KV_SEGS, IDX_DROPQ_KEY, strlen(IDX_DROPQ_KEY),
                     v.data, v.len, err);
     kv_buf_free(&v);
     return rc;

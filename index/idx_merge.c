@@ -15,14 +15,14 @@
  * Steps.  A merge is spread over transactions that each write at most
  * about max_bytes, so that no transaction's write set (and no cache) has to
  * hold a whole segment, and readers and writers go on in between.  Its
- * state is one record in meta.db ("merge"): the input segments, the output
+ * state is one record in segs.db ("merge"): the input segments, the output
  * segment's id, the last term written, and counts; a step continues after
  * that term, and a crash loses at most the step under way.  The output
  * segment is listed only by the step that writes its last term, which
  * replaces the inputs in the segment list in the same transaction and
  * removes them (idx_seg_remove): a small input's records are deleted
  * there, a large one's file (lib/kv/kv_part.c) goes on the list of files
- * to remove (meta.db "dropq"), removed whole by idx_drop_sweep() once no
+ * to remove (segs.db "dropq"), removed whole by idx_drop_sweep() once no
  * reader of any process has it open.  Until then readers of older
  * snapshots read the inputs.
  *
@@ -41,7 +41,7 @@
 #define MERGE_FACTOR 8
 #define OUT_CHUNK 1024     /* postings handed to the writer at a time */
 
-/* ---- the merge state (meta.db "merge") ------------------------------------ */
+/* ---- the merge state (segs.db "merge") ------------------------------------ */
 
 typedef struct mstate {
     uint32_t out;          /* output segment id */
@@ -127,7 +127,7 @@ static int mstate_read(mstate *m, kv_txn *txn, bool for_update, bool *have,
                        kv_err *err)
 {
     kv_buf v = KV_BUF_INIT;
-    int rc = kv_get(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), &v,
+    int rc = kv_get(txn, KV_SEGS, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), &v,
                     for_update, err);
     *have = rc == KVFTS_OK;
     if (rc == KVFTS_ENOTFOUND)
@@ -143,7 +143,7 @@ static int mstate_write(const mstate *m, kv_txn *txn, kv_err *err)
     kv_buf v = KV_BUF_INIT;
     int rc = mstate_encode(m, &v, err);
     if (!rc)
-        rc = kv_put(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY),
+        rc = kv_put(txn, KV_SEGS, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY),
                     v.data, v.len, err);
     kv_buf_free(&v);
     return rc;
@@ -776,7 +776,7 @@ int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
             for (uint32_t i = 0; !rc && i < m.nin; i++)
                 rc = idx_seg_remove(txn, m.in[i], err);
             if (!rc) {   /* a merge done in one step wrote no state */
-                rc = kv_del(txn, KV_META, IDX_MERGE_KEY,
+                rc = kv_del(txn, KV_SEGS, IDX_MERGE_KEY,
                             strlen(IDX_MERGE_KEY), err);
                 if (rc == KVFTS_ENOTFOUND)
                     rc = KVFTS_OK;
@@ -813,7 +813,7 @@ int idx_seg_strays(kv_txn *txn, const idx_segs *s, uint32_t *files,
     /* A file made after this snapshot (a flush or a merge under way in
      * another process) has a later id: it is nobody's stray. */
     if (!rc)
-        rc = kv_seq_get(txn, IDX_SEG_SEQ, false, &last, err);
+        rc = idx_seg_last_id(txn, false, &last, err);
     size_t k = 0;
     for (size_t i = 0; !rc && i < *n; i++) {
         uint32_t id = files[i];
@@ -841,7 +841,7 @@ int idx_merge_cancel(kv_txn *txn, kv_err *err)
     if (!rc && have)
         rc = idx_seg_remove(txn, m.out, err);
     if (!rc && have)
-        rc = kv_del(txn, KV_META, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), err);
+        rc = kv_del(txn, KV_SEGS, IDX_MERGE_KEY, strlen(IDX_MERGE_KEY), err);
     mstate_free(&m);
     return rc;
 }

@@ -794,9 +794,10 @@ int idx_clear(kv_txn *txn, kv_err *err)
     if (!rc)
         rc = kv_del_prefix(txn, KV_META, IDX_FIELD_PREFIX,
                          strlen(IDX_FIELD_PREFIX), err);
-    const char *gone[] = { "seq::field", IDX_SEGS_KEY };
+    const struct { kv_space s; const char *key; } gone[] = {
+        { KV_META, "seq::field" }, { KV_SEGS, IDX_SEGS_KEY } };
     for (size_t i = 0; !rc && i < 2; i++) {
-        rc = kv_del(txn, KV_META, gone[i], strlen(gone[i]), err);
+        rc = kv_del(txn, gone[i].s, gone[i].key, strlen(gone[i].key), err);
         if (rc == KVFTS_ENOTFOUND)
             rc = KVFTS_OK;
     }

@@ -72,6 +72,7 @@ const kv_space_def kv_spaces[KV_NSPACES] = {
     [KV_META] = { "meta.db", "meta", 0, 0, 0 },
     [KV_DOCLENS] = { "doclens.db", "document lengths", 0, 0, 0 },
     [KV_TERMS] = { NULL, "terms", 0, KV_PAGE, 0 },
+    [KV_SEGS] = { "segs.db", "segment list", 0, 0, 0 },
 };
 
 void kv__inst_mark_dead(bdb_inst *in)

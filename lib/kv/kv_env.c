@@ -18,7 +18,11 @@
  *                     one (kv_part.c)
  *   DIR/lookups.db    B-tree, sorted duplicates:  "NAME::VALUE" -> user key
  *   DIR/counters.db   B-tree  NAME                -> be64 two's complement
- *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 4"
+ *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 5"
+ *   DIR/segs.db       B-tree  index/ owns: the segment list, the merge under
+ *                     way, the files to remove, the segment ids' sequence
+ *                     (a file of their own: a merge writes them while a
+ *                     batch holds meta.db's pages, KV_SEGS in kv.h)
  *   DIR/doclens.db    B-tree  index/ owns: be32 id -> field lengths
  *   DIR/DB_CONFIG     the environment's settings (the cache size chosen at
  *                     init), read by every process that opens it
@@ -141,7 +145,7 @@
 #define CHECKPOINT_KB 16384        /* checkpoint after this much log */
 #define MAX_RETRIES 50
 #define FORMAT_KEY "format"
-#define FORMAT_VAL "kvfts 4"
+#define FORMAT_VAL "kvfts 5"
 #define RESERVE_MB 32u             /* kept free for reopening, recovery */
 #define OPEN_MB 4u                 /* free space an open needs */
 #define FAILCHK_NS 1000000000ll    /* a survivor's failchk, at most this often */
@@ -920,7 +924,10 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
     if (!exists && !create) {
         db->close(db, 0);
         return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s is "
-                         "missing", dir, kv_spaces[s].file);
+                         "missing%s", dir, kv_spaces[s].file,
+                         s == KV_SEGS ? " (a database written by a kvfts "
+                         "before format 5 has none: load its source into a "
+                         "new database)" : "");
     }
     if (!exists && kv_spaces[s].compress_minkey && !tls_plain_files) {
         /* only a new file: an existing one says in its meta page */

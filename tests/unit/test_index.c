@@ -1436,14 +1436,14 @@ static void test_corrupt_records(void **state)
 
     /* 4. The segment list. */
     kv_buf list = KV_BUF_INIT;
-    poke(env, KV_META, S(IDX_SEGS_KEY), "\x02\x01\x00", 3, &list);
+    poke(env, KV_SEGS, S(IDX_SEGS_KEY), "\x02\x01\x00", 3, &list);
     assert_int_equal(read_all(env, "t", "word", &read, &err),
                      KVFTS_ECORRUPT);
     assert_non_null(strstr(err.msg, "corrupt segment list"));
     assert_int_equal(check_count(db, &diffs), KVFTS_ECORRUPT);
 
     /* 5. A list without the segment: consistent bytes, a wrong index. */
-    poke(env, KV_META, S(IDX_SEGS_KEY), "\x02\x00", 2, NULL);
+    poke(env, KV_SEGS, S(IDX_SEGS_KEY), "\x02\x00", 2, NULL);
     assert_int_equal(check_count(db, &diffs), 0);
     assert_true(diffs >= 300);
     assert_term(db, "t", "word", NULL);

@@ -182,6 +182,10 @@ typedef enum kv_space {
     KV_META,        /* NAME -> bytes (config, sequences, statistics) */
     KV_DOCLENS,     /* index/ owns the format: be32 id -> field lengths */
     KV_TERMS,       /* index/ owns the format: segments' term dictionaries */
+    KV_SEGS,        /* index/ owns the format: the segment list, the merge
+                       under way, the files to remove, the segment ids'
+                       sequence.  Apart from KV_META so that a merge never
+                       waits for a batch's locks on meta.db's pages */
     KV_NSPACES
 } kv_space;
 
