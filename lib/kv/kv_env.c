@@ -1331,15 +1331,28 @@ static int maybe_failchk(bdb_inst *in, kv_err *err)
 
 /* ---- handles ------------------------------------------------------------ */
 
-/* Stamp a new database, or check that an existing one is ours. */
+/* Stamp a new database, or check that an existing one is ours.  The mark
+ * is read in a snapshot: a write transaction would wait for any batch that
+ * holds the page (its sequences share it) until the batch commits, so a
+ * second writer could not even open the database meanwhile. */
 static int check_format(kv_env *e, kv_err *err)
 {
     kv_txn *t = NULL;
     kv_buf v = KV_BUF_INIT;
-    int rc = kv_txn_begin(&t, e, !e->read_only, err);
+    int rc = kv_txn_begin(&t, e, false, err);
     if (rc)
         return rc;
     rc = kv_get(t, KV_META, FORMAT_KEY, strlen(FORMAT_KEY), &v, false, err);
+    if (rc == KVFTS_ENOTFOUND && !e->read_only) {
+        /* a new database: stamp it, unless another opener just did */
+        kv_txn_abort(t);
+        t = NULL;
+        rc = kv_txn_begin(&t, e, true, err);
+        if (rc)
+            return rc;
+        rc = kv_get(t, KV_META, FORMAT_KEY, strlen(FORMAT_KEY), &v, true,
+                    err);
+    }
     if (rc == KVFTS_ENOTFOUND && e->read_only) {
         rc = kv_seterr(err, KVFTS_ECORRUPT,
                        "database '%s': not a kvfts database (no format mark)",

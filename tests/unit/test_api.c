@@ -408,6 +408,64 @@ static void test_config_errors(void **state)
 
 /* ---- batches ------------------------------------------------------------ */
 
+/* A merge never waits for a batch.  kvfts_optimize on a second handle runs
+ * to its end while a batch on the first has its transaction open.  The
+ * batch's transaction holds meta.db's pages (its sequences, the config)
+ * until it commits, and Berkeley DB locks pages: while the segment list
+ * and the merge state lived in meta.db, the merge waited for the batch's
+ * commit, here for ever (the same thread) until the busy timeout failed it.
+ * They live in segs.db now, which a batch takes only at its flush. */
+static void test_merge_beside_open_batch(void **state)
+{
+    fx *f = *state;
+    char key[32], doc[64];
+    for (int s = 0; s < 3; s++) {              /* three segments */
+        kvfts_batch *b = NULL;
+        assert_int_equal(kvfts_batch_begin(&b, f->db), KVFTS_OK);
+        for (int i = 0; i < 50; i++) {
+            snprintf(key, sizeof key, "s%d::%d", s, i);
+            snprintf(doc, sizeof doc, "{\"t\":\"seg%d common\"}", s);
+            assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key),
+                                               S(doc)), KVFTS_OK);
+        }
+        assert_int_equal(kvfts_batch_commit(b), KVFTS_OK);
+        kvfts_batch_free(b);
+    }
+    kvfts_stats st;
+    assert_int_equal(kvfts_get_stats(&st, f->db), KVFTS_OK);
+    assert_int_equal(st.segments, 3);
+    kvfts_batch *b = NULL;
+    assert_int_equal(kvfts_batch_begin(&b, f->db), KVFTS_OK);
+    for (int i = 0; i < 10; i++) {             /* its transaction is open */
+        snprintf(key, sizeof key, "late::%d", i);
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key),
+                                           S("{\"t\":\"late common\"}")),
+                         KVFTS_OK);
+    }
+    kvfts_open_options o = KVFTS_OPEN_OPTIONS_INIT;
+    kvfts_db *c = NULL;
+    assert_int_equal(kvfts_open(&c, f->dir, &o), KVFTS_OK);
+    if (kvfts_optimize(c, NULL, NULL) != KVFTS_OK)
+        fail_msg("optimize beside an open batch: %s", kvfts_errmsg(c));
+    assert_int_equal(kvfts_get_stats(&st, c), KVFTS_OK);
+    assert_int_equal(st.segments, 1);
+    assert_int_equal(kvfts_batch_commit(b), KVFTS_OK);
+    kvfts_batch_free(b);
+    assert_int_equal(kvfts_get_stats(&st, c), KVFTS_OK);
+    assert_int_equal(st.segments, 2);
+    assert_int_equal(st.documents, 160);
+    kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
+    so.count_only = true;
+    kvfts_results *r = NULL;
+    assert_int_equal(kvfts_search(&r, c, S("common"), &so), KVFTS_OK);
+    assert_int_equal(kvfts_results_total(r), 160);
+    kvfts_results_free(r);
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, c, NULL, NULL), KVFTS_OK);
+    assert_int_equal(diffs, 0);
+    kvfts_close(c);
+}
+
 static void test_batch(void **state)
 {
     fx *f = *state;
@@ -1126,6 +1184,7 @@ int main(void)
         T(test_lookups),
         T(test_config_errors),
         T(test_batch),
+        T(test_merge_beside_open_batch),
         T(test_batch_held_keys),
         T(test_keys_compressed_or_plain),
         T(test_read_only),
