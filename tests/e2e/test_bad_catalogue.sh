@@ -709,6 +709,13 @@ bad 6 "database '$T_DIR/dgone2': seg-00000000.db is missing" \
 bad 6 "seg-00000000.db is missing" kv -d "$T_DIR/dgone2" put c9 '{"t":"x"}'
 check "seg-00000000.db is not created again" \
     [ ! -e "$T_DIR/dgone2/seg-00000000.db" ]
+# the segment list's file (a database of format "kvfts 4" has none)
+copy_src dgone3
+rm -f "$T_DIR/dgone3/segs.db"
+bad 6 "database '$T_DIR/dgone3': segs.db is missing (a database written by a kvfts before format 5 has none: load its source into a new database)" \
+    kv -d "$T_DIR/dgone3" search common
+bad 6 "segs.db is missing" kv -d "$T_DIR/dgone3" put c9 '{"t":"x"}'
+check "segs.db is not created again" [ ! -e "$T_DIR/dgone3/segs.db" ]
 
 # Rows 59 and 60: Berkeley DB "panics" the environment when it reads a
 # damaged page, and then refuses to close its handles, so the process
