@@ -63,7 +63,7 @@
  *   n x (varint shared prefix with the previous term | varint suffix
  *        length | suffix | varint entry length | entry)
  *
- * Term entry:
+ * Term entry (for a term of one posting, see the compact form below):
  *   varint flags       IDX_E_POSITIONS, _EXTERNAL, _DELS, _ONECOL
  *   varint ncols       the term's columns in this segment (those of its
  *   ncols x varint     postings and its deletions), ascending, as gaps
@@ -75,6 +75,17 @@
  *   [ndocs > 0] varint first id, varint last id - first, varint max_tf,
  *          then inline: varint block length, the block (FIRST = first id);
  *          external: varint number of block records
+ *
+ * Compact entry (IDX_E_SINGLE): a term with one posting, of one view, tf
+ * at most IDX_SINGLE_TF, and no deletion -- most of the terms of a large
+ * vocabulary, which the form above stores in 25-30 bytes besides the term:
+ *   varint flags (IDX_E_SINGLE | ONECOL [| POSITIONS])
+ *   varint column << 1 | df_all
+ *   varint id
+ *   varint tf - 1
+ *   [POSITIONS] tf x varint positions as gaps
+ * Decoding makes the ONECOL entry and the one-document block they stand
+ * for (idx_entry.sblk), so no reader knows the difference.
  *
  * Postings block (at most IDX_BLOCK_DOCS documents, ascending ids):
  *   u8 version (2) | u8 flags (IDX_B_POSITIONS, IDX_B_ONEVIEW)
@@ -914,10 +925,120 @@ static int entry_reserve(idx_entry *e, uint32_t ncols, kv_err *err)
     return rc;
 }
 
+/* The one-document block of a compact entry, into e->sblk. */
+static void single_block(idx_entry *e, uint32_t tf, const uint32_t *gaps)
+{
+    unsigned char *p = e->sblk;
+    uint32_t tfm1 = tf - 1;
+    unsigned char st[IDX_SINGLE_BLK];
+    size_t tfb = streamvbyte_encode_0124(&tfm1, 1, st);
+    size_t posb = gaps ? streamvbyte_encode(gaps, tf, st + tfb) : 0;
+    size_t k = 0;
+    p[k++] = IDX_VERSION;
+    p[k++] = (unsigned char)((gaps ? IDX_B_POSITIONS : 0) | IDX_B_ONEVIEW);
+    k += idx_varint_put(p + k, 1);          /* n */
+    k += idx_varint_put(p + k, 0);          /* span */
+    k += idx_varint_put(p + k, tf);         /* max_tf */
+    k += idx_varint_put(p + k, 1);          /* colmask: column index 0 */
+    k += idx_varint_put(p + k, 0);          /* ids */
+    k += idx_varint_put(p + k, 0);          /* view counts */
+    k += idx_varint_put(p + k, 0);          /* view columns */
+    k += idx_varint_put(p + k, tfb);
+    k += idx_varint_put(p + k, posb);
+    memcpy(p + k, st, tfb + posb);
+    e->blk = (const char *)e->sblk;
+    e->blk_len = k + tfb + posb;
+}
+
+static int single_decode(idx_entry *e, uint64_t flags,
+                         const unsigned char *p, const unsigned char *end,
+                         size_t len, kv_err *err)
+{
+    uint64_t cd, id, tfm1;
+    uint32_t gaps[IDX_SINGLE_TF];
+    if ((flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_ONECOL |
+                             IDX_E_SINGLE)) || !(flags & IDX_E_ONECOL) ||
+        !idx_varint_get(&p, end, &cd) || (cd >> 1) > UINT32_MAX ||
+        !idx_varint_get(&p, end, &id) || id == 0 || id > UINT32_MAX ||
+        !idx_varint_get(&p, end, &tfm1) || tfm1 >= IDX_SINGLE_TF)
+        goto bad;
+    uint32_t tf = (uint32_t)tfm1 + 1;
+    uint64_t at = 0;
+    for (uint32_t i = 0; (flags & IDX_E_POSITIONS) && i < tf; i++) {
+        uint64_t g;
+        if (!idx_varint_get(&p, end, &g) || g > UINT32_MAX - at)
+            goto bad;
+        gaps[i] = (uint32_t)g;
+        at += g;
+    }
+    if (p != end)
+        goto bad;
+    int rc = entry_reserve(e, 1, err);
+    if (rc)
+        return rc;
+    e->flags = (uint32_t)(flags & ~(uint64_t)IDX_E_SINGLE);
+    e->ncols = 1;
+    e->cols[0] = (uint32_t)(cd >> 1);
+    e->ndocs = 1;
+    e->df_all = cd & 1;
+    e->df[0] = 1;
+    e->ndel = e->ndel_all = 0;
+    e->ndelc[0] = 0;
+    e->dels = NULL;
+    e->dels_len = 0;
+    e->first = e->last = (uint32_t)id;
+    e->max_tf = tf;
+    e->nblocks = 0;
+    single_block(e, tf, (flags & IDX_E_POSITIONS) ? gaps : NULL);
+    return KVFTS_OK;
+bad:
+    return kv_seterr(err, KVFTS_ECORRUPT, "corrupt term entry (%zu bytes)",
+                     len);
+}
+
+/* Whether @p e can be stored compact: then *tf and the position gaps. */
+static bool single_fits(const idx_entry *e, uint32_t *tf, uint32_t *gaps)
+{
+    if (e->ndocs != 1 || e->ncols != 1 || e->df[0] != 1 || e->df_all > 1 ||
+        (e->flags & (IDX_E_DELS | IDX_E_EXTERNAL)) || !e->blk ||
+        e->max_tf > IDX_SINGLE_TF || e->first != e->last)
+        return false;
+    const unsigned char *p = (const unsigned char *)e->blk,
+                        *end = p + e->blk_len;
+    blk_head h;
+    if (!head_read(&p, end, &h) || h.n != 1 || h.span != 0 ||
+        !(h.flags & IDX_B_ONEVIEW) || h.colmask != 1 || h.idb || h.vcb ||
+        h.vxb || h.max_tf != e->max_tf ||
+        ((h.flags & IDX_B_POSITIONS) != 0) !=
+            ((e->flags & IDX_E_POSITIONS) != 0) ||
+        h.tfb + h.posb != (uint64_t)(end - p) || h.tfb > 5 ||
+        h.posb > 2 + 4 * IDX_SINGLE_TF)
+        return false;
+    unsigned char tmp[8 + 4 * IDX_SINGLE_TF + IDX_SLACK];
+    memset(tmp, 0, sizeof tmp);
+    memcpy(tmp, p, (size_t)(h.tfb + h.posb));
+    uint32_t tfm1;
+    if (idx_svb_size(tmp, h.tfb, 1, true) != h.tfb)
+        return false;
+    idx_svb_decode_0124(tmp, &tfm1, 1);
+    if (tfm1 + 1 != h.max_tf)
+        return false;
+    *tf = tfm1 + 1;
+    if (!(h.flags & IDX_B_POSITIONS))
+        return h.posb == 0;
+    if (idx_svb_size(tmp + h.tfb, h.posb, *tf, false) != h.posb)
+        return false;
+    idx_svb_decode(tmp + h.tfb, gaps, *tf);
+    return true;
+}
+
 int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err)
 {
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
     uint64_t flags, ncols;
+    if (idx_varint_get(&p, end, &flags) && (flags & IDX_E_SINGLE))
+        return single_decode(e, flags, p, end, len, err);
+    p = (const unsigned char *)buf;
     if (!idx_varint_get(&p, end, &flags) ||
         (flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_EXTERNAL | IDX_E_DELS |
                              IDX_E_ONECOL)) ||
@@ -1004,6 +1125,22 @@ bad:
 
 int idx_entry_encode(const idx_entry *e, kv_buf *out, kv_err *err)
 {
+    uint32_t tf, gaps[IDX_SINGLE_TF];
+    if (single_fits(e, &tf, gaps)) {
+        bool pos = e->flags & IDX_E_POSITIONS;
+        int rc = idx_buf_varint(out, IDX_E_SINGLE | IDX_E_ONECOL |
+                                (pos ? IDX_E_POSITIONS : 0), err);
+        if (!rc)
+            rc = idx_buf_varint(out, (uint64_t)e->cols[0] << 1 | e->df_all,
+                                err);
+        if (!rc)
+            rc = idx_buf_varint(out, e->first, err);
+        if (!rc)
+            rc = idx_buf_varint(out, tf - 1, err);
+        for (uint32_t i = 0; !rc && pos && i < tf; i++)
+            rc = idx_buf_varint(out, gaps[i], err);
+        return rc;
+    }
     int rc = idx_buf_varint(out, e->flags, err);
     if (!rc)
         rc = idx_buf_varint(out, e->ncols, err);

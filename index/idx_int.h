@@ -46,8 +46,16 @@ enum {
     IDX_E_POSITIONS = 1,   /* postings carry positions */
     IDX_E_EXTERNAL = 2,    /* postings in block records, not inline */
     IDX_E_DELS = 4,        /* deletions are recorded */
-    IDX_E_ONECOL = 8       /* one column, every posting one view of it */
+    IDX_E_ONECOL = 8,      /* one column, every posting one view of it */
+    IDX_E_SINGLE = 16      /* stored only: one posting of one view with at
+                              most IDX_SINGLE_TF positions, in a compact
+                              form (idx_codec.c); decoded as ONECOL with
+                              an inline block made from it */
 };
+/** The largest tf of a posting stored as an IDX_E_SINGLE entry. */
+#define IDX_SINGLE_TF 8
+/** Room for the block an IDX_E_SINGLE entry decodes to. */
+#define IDX_SINGLE_BLK 96
 
 /* Block flags. */
 enum {
@@ -227,6 +235,7 @@ typedef struct idx_entry {
     uint32_t nblocks;      /* external: block records */
     const char *blk;       /* inline: the block */
     size_t blk_len;
+    unsigned char sblk[IDX_SINGLE_BLK];  /* blk of an IDX_E_SINGLE entry */
 } idx_entry;
 
 void idx_entry_init(idx_entry *e);
@@ -307,8 +316,12 @@ int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err);
 /** A segment of about this many bytes or more is a file of its own
  *  (KV_PART_OWN), removed whole when a merge replaces it; a smaller one
  *  shares a file with the others, and its records are deleted: at most a
- *  merge's MERGE_FACTOR inputs' worth in one transaction. */
-#define IDX_OWN_BYTES (1u << 20)
+ *  merge's MERGE_FACTOR inputs' worth (2 MB) in one transaction.  (At 1 MB,
+ *  once compact entries made 32k-document segments of single-document
+ *  writes smaller than that, a merge deleted 7 MB of the shared file at
+ *  once, and under MVCC with a 4 MiB cache the page versions it left kept
+ *  a third more mutexes in use from then on: unit.commits.) */
+#define IDX_OWN_BYTES (1u << 18)
 /** The id of a new segment (a merge's or a flush's); @p own: a file of its
  *  own. */
 int idx_seg_new_id(kv_txn *txn, bool own, uint32_t *id, kv_err *err);

@@ -493,7 +493,10 @@ static void check_entry(const idx_entry *e, const char *buf, size_t len,
             assert_true(e->nblocks >= 1 && e->nblocks <= e->ndocs);
         } else {
             assert_true(e->ndocs <= IDX_BLOCK_MAX);
-            assert_true(e->blk >= buf && e->blk + e->blk_len == buf + len);
+            /* the block is the entry's tail, or made from a compact one */
+            assert_true((e->blk >= buf && e->blk + e->blk_len == buf + len) ||
+                        (e->blk == (const char *)e->sblk && e->ndocs == 1 &&
+                         (((const unsigned char *)buf)[0] & IDX_E_SINGLE)));
         }
     }
     kv_buf enc = KV_BUF_INIT;
@@ -697,7 +700,7 @@ static void test_entry_codec(void **state)
     bad.flags |= IDX_E_ONECOL;                 /* ONECOL with 3 columns */
     entry_refused(&bad);
     bad = e;
-    bad.flags |= 16;                           /* an unknown flag */
+    bad.flags |= 32;                           /* an unknown flag */
     entry_refused(&bad);
     bad = e;
     bad.ncols = 0;
@@ -738,6 +741,146 @@ static void test_entry_codec(void **state)
     kv_buf_free(&blk);
     kv_buf_free(&scratch);
     kv_buf_free(&dels);
+}
+
+/* A term of one posting (most of a large vocabulary's) is stored in the
+ * compact form when its one view has tf <= IDX_SINGLE_TF and it has no
+ * deletion, and decodes to what the full form says, block and all. */
+static void test_entry_single(void **state)
+{
+    (void)state;
+    kv_err err = KV_ERR_INIT;
+    idx_plist l;
+    idx_plist_init(&l);
+    kv_buf blk = KV_BUF_INIT, scratch = KV_BUF_INIT, enc = KV_BUF_INIT;
+    unsigned accepted = 0;
+    const uint32_t cols[3] = { 5u << 2 | 1, 5u << 2 | 3, 0x3fffffffu };
+    for (uint32_t tf = 1; tf <= IDX_SINGLE_TF + 1; tf++)
+        for (int pos = 0; pos < 2; pos++)
+            for (int c = 0; c < 3; c++) {
+                uint32_t ps[IDX_SINGLE_TF + 1], col0 = 0;
+                uint32_t at = tf == 3 ? 1u << 30 : (uint32_t)c;
+                for (uint32_t j = 0; j < tf; j++, at += 1 + j * 1000)
+                    ps[j] = at;
+                idx_plist_reset(&l, pos);
+                uint32_t id = c == 2 ? UINT32_MAX : 4000000u + tf;
+                assert_int_equal(idx_plist_add(&l, id, 1, &col0, &tf, ps,
+                                               &err), 0);
+                kv_buf_reset(&blk);
+                assert_int_equal(idx_block_encode(&l, 0, 1, &blk, &scratch,
+                                                  &err), 0);
+                uint32_t col = cols[c];
+                uint64_t df = 1;
+                idx_entry e;
+                memset(&e, 0, sizeof e);
+                e.flags = IDX_E_ONECOL | (pos ? IDX_E_POSITIONS : 0);
+                e.ncols = 1;
+                e.cols = &col;
+                e.df = &df;
+                e.df_all = (col & IDX_KIND_ALL) != 0;
+                e.ndocs = 1;
+                e.first = e.last = id;
+                e.max_tf = tf;
+                e.blk = blk.data;
+                e.blk_len = blk.len;
+                kv_buf_reset(&enc);
+                assert_int_equal(idx_entry_encode(&e, &enc, &err), 0);
+                bool compact = (enc.data[0] & IDX_E_SINGLE) != 0;
+                assert_int_equal(compact, tf <= IDX_SINGLE_TF);
+                /* the full form is the block and 10 bytes or more */
+                if (compact)
+                    assert_true(enc.len <= blk.len + 2);
+                idx_entry d;
+                idx_entry_init(&d);
+                assert_int_equal(idx_entry_decode(&d, enc.data, enc.len,
+                                                  &err), 0);
+                assert_same_entry(&e, &d);   /* the block byte for byte */
+                idx_block b;
+                idx_block_init(&b);
+                assert_int_equal(idx_block_decode(&b, d.first, d.blk,
+                                                  d.blk_len, 1, IDX_DEC_POS,
+                                                  &err), 0);
+                assert_same_docs(&l, 0, 1, &b.l, IDX_DEC_POS);
+                idx_block_free(&b);
+                idx_entry_free(&d);
+                entry_case(&e, &accepted);
+            }
+    assert_true(accepted > 0);
+    /* With a deletion, or a second view, the full form. */
+    {
+        uint32_t col = 5u << 2 | 3, vcols[2] = { 0, 1 }, tfs[2] = { 1, 1 };
+        uint32_t ps[2] = { 3, 4 }, two[2] = { col, col + 4 };
+        uint64_t df = 1, df2[2] = { 1, 1 }, ndelc = 1;
+        kv_buf dels = KV_BUF_INIT;
+        assert_int_equal(idx_buf_varint(&dels, 7, &err), 0);
+        idx_plist_reset(&l, true);
+        assert_int_equal(idx_plist_add(&l, 9, 1, vcols, tfs, ps, &err), 0);
+        kv_buf_reset(&blk);
+        assert_int_equal(idx_block_encode(&l, 0, 1, &blk, &scratch, &err),
+                         0);
+        idx_entry e;
+        memset(&e, 0, sizeof e);
+        e.flags = IDX_E_ONECOL | IDX_E_POSITIONS | IDX_E_DELS;
+        e.ncols = 1;
+        e.cols = &col;
+        e.df = &df;
+        e.ndelc = &ndelc;
+        e.df_all = 1;
+        e.ndocs = 1;
+        e.ndel = e.ndel_all = 1;
+        e.dels = (const unsigned char *)dels.data;
+        e.dels_len = dels.len;
+        e.first = e.last = 9;
+        e.max_tf = 1;
+        e.blk = blk.data;
+        e.blk_len = blk.len;
+        kv_buf_reset(&enc);
+        assert_int_equal(idx_entry_encode(&e, &enc, &err), 0);
+        assert_false(enc.data[0] & IDX_E_SINGLE);
+        entry_case(&e, &accepted);
+        idx_plist_reset(&l, true);
+        assert_int_equal(idx_plist_add(&l, 9, 2, vcols, tfs, ps, &err), 0);
+        kv_buf_reset(&blk);
+        assert_int_equal(idx_block_encode(&l, 0, 1, &blk, &scratch, &err),
+                         0);
+        e.flags = IDX_E_POSITIONS;
+        e.ncols = 2;
+        e.cols = two;
+        e.df = df2;
+        e.ndel = e.ndel_all = 0;
+        e.dels = NULL;
+        e.dels_len = 0;
+        e.max_tf = 2;
+        e.blk = blk.data;
+        e.blk_len = blk.len;
+        kv_buf_reset(&enc);
+        assert_int_equal(idx_entry_encode(&e, &enc, &err), 0);
+        assert_false(enc.data[0] & IDX_E_SINGLE);
+        entry_case(&e, &accepted);
+        kv_buf_free(&dels);
+    }
+    /* Compact entries no writer makes are refused. */
+    static const struct { const char *b; size_t n; } bad[] = {
+        { "\x18\x0a\x05\x08", 4 },         /* tf 9 */
+        { "\x18\x0a\x00\x00", 4 },         /* id 0 */
+        { "\x1a\x0a\x05\x00", 4 },         /* EXTERNAL */
+        { "\x1c\x0a\x05\x00", 4 },         /* DELS */
+        { "\x10\x0a\x05\x00", 4 },         /* not ONECOL */
+        { "\x19\x0a\x05\x01\x03", 5 },    /* two positions, one given */
+        { "\x18\x0a\x05\x00\x00", 5 },    /* a byte too many */
+        { "\x18\x0a\x05", 3 },             /* no tf */
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        idx_entry d;
+        idx_entry_init(&d);
+        assert_int_equal(idx_entry_decode(&d, bad[k].b, bad[k].n, &err),
+                         KVFTS_ECORRUPT);
+        idx_entry_free(&d);
+    }
+    idx_plist_free(&l);
+    kv_buf_free(&blk);
+    kv_buf_free(&scratch);
+    kv_buf_free(&enc);
 }
 
 /* ---- dictionary chunks ------------------------------------------------------ */
@@ -1766,6 +1909,7 @@ int main(void)
         cmocka_unit_test(test_svb_decoder),
         cmocka_unit_test(test_block_corruption),
         cmocka_unit_test(test_entry_codec),
+        cmocka_unit_test(test_entry_single),
         cmocka_unit_test(test_chunk_codec),
         cmocka_unit_test(test_segs_codec),
         cmocka_unit_test(test_lens_codec),
