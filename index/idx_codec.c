@@ -76,16 +76,19 @@
  *          then inline: varint block length, the block (FIRST = first id);
  *          external: varint number of block records
  *
- * Compact entry (IDX_E_SINGLE): a term with one posting, of one view, tf
- * at most IDX_SINGLE_TF, and no deletion -- most of the terms of a large
- * vocabulary, which the form above stores in 25-30 bytes besides the term:
- *   varint flags (IDX_E_SINGLE | ONECOL [| POSITIONS])
- *   varint column << 1 | df_all
- *   varint id
- *   varint tf - 1
- *   [POSITIONS] tf x varint positions as gaps
- * Decoding makes the ONECOL entry and the one-document block they stand
- * for (idx_entry.sblk), so no reader knows the difference.
+ * Compact entry (IDX_E_SINGLE): a term of 1 to IDX_SMALL_DOCS postings,
+ * each of one view of its one column with tf at most IDX_SINGLE_TF, and no
+ * deletion -- most of the terms of a large vocabulary (largevocab: 92%),
+ * which the form above stores in 25-30 bytes besides the term, the
+ * block's header and the entry's counts saying again what the postings
+ * say:
+ *   varint flags (IDX_E_SINGLE | ONECOL [| POSITIONS] | (n - 1) << 5)
+ *   varint column << 1 | (df_all == n; it is 0 or n with one column)
+ *   n x varint ids as gaps (the first from 0)
+ *   n x (varint tf - 1 [POSITIONS: tf x varint positions as gaps])
+ * Decoding makes the ONECOL entry and the block they stand for
+ * (idx_entry.sblk), byte for byte what idx_block_encode makes of them, so
+ * no reader knows the difference.
  *
  * Postings block (at most IDX_BLOCK_DOCS documents, ascending ids):
  *   u8 version (2) | u8 flags (IDX_B_POSITIONS, IDX_B_ONEVIEW)
@@ -925,110 +928,164 @@ static int entry_reserve(idx_entry *e, uint32_t ncols, kv_err *err)
     return rc;
 }
 
-/* The one-document block of a compact entry, into e->sblk. */
-static void single_block(idx_entry *e, uint32_t tf, const uint32_t *gaps)
+/* A compact entry's postings: ids, tfs and position gaps. */
+typedef struct small_post {
+    uint32_t n;
+    uint32_t ids[IDX_SMALL_DOCS];
+    uint32_t tf[IDX_SMALL_DOCS];
+    uint32_t npos;
+    uint32_t gaps[IDX_SMALL_DOCS * IDX_SINGLE_TF];
+} small_post;
+
+/* The block a compact entry stands for, into e->sblk: byte for byte what
+ * idx_block_encode makes of the same postings. */
+static void small_block(idx_entry *e, const small_post *sp, bool positions)
 {
-    unsigned char *p = e->sblk;
-    uint32_t tfm1 = tf - 1;
     unsigned char st[IDX_SINGLE_BLK];
-    size_t tfb = streamvbyte_encode_0124(&tfm1, 1, st);
-    size_t posb = gaps ? streamvbyte_encode(gaps, tf, st + tfb) : 0;
+    uint32_t tfm1[IDX_SMALL_DOCS], max_tf = 0;
+    for (uint32_t i = 0; i < sp->n; i++) {
+        tfm1[i] = sp->tf[i] - 1;
+        if (sp->tf[i] > max_tf)
+            max_tf = sp->tf[i];
+    }
+    size_t idb = sp->n > 1 ? streamvbyte_delta_encode(sp->ids + 1,
+                                                      sp->n - 1, st,
+                                                      sp->ids[0]) : 0;
+    size_t tfb = streamvbyte_encode_0124(tfm1, sp->n, st + idb);
+    size_t posb = positions ? streamvbyte_encode(sp->gaps, sp->npos,
+                                                 st + idb + tfb) : 0;
+    unsigned char *p = e->sblk;
     size_t k = 0;
     p[k++] = IDX_VERSION;
-    p[k++] = (unsigned char)((gaps ? IDX_B_POSITIONS : 0) | IDX_B_ONEVIEW);
-    k += idx_varint_put(p + k, 1);          /* n */
-    k += idx_varint_put(p + k, 0);          /* span */
-    k += idx_varint_put(p + k, tf);         /* max_tf */
+    p[k++] = (unsigned char)((positions ? IDX_B_POSITIONS : 0) |
+                             IDX_B_ONEVIEW);
+    k += idx_varint_put(p + k, sp->n);
+    k += idx_varint_put(p + k, sp->ids[sp->n - 1] - sp->ids[0]);  /* span */
+    k += idx_varint_put(p + k, max_tf);
     k += idx_varint_put(p + k, 1);          /* colmask: column index 0 */
-    k += idx_varint_put(p + k, 0);          /* ids */
+    k += idx_varint_put(p + k, idb);
     k += idx_varint_put(p + k, 0);          /* view counts */
     k += idx_varint_put(p + k, 0);          /* view columns */
     k += idx_varint_put(p + k, tfb);
     k += idx_varint_put(p + k, posb);
-    memcpy(p + k, st, tfb + posb);
+    memcpy(p + k, st, idb + tfb + posb);
     e->blk = (const char *)e->sblk;
-    e->blk_len = k + tfb + posb;
+    e->blk_len = k + idb + tfb + posb;
 }
 
-static int single_decode(idx_entry *e, uint64_t flags,
-                         const unsigned char *p, const unsigned char *end,
-                         size_t len, kv_err *err)
+static int small_decode(idx_entry *e, uint64_t flags,
+                        const unsigned char *p, const unsigned char *end,
+                        size_t len, kv_err *err)
 {
-    uint64_t cd, id, tfm1;
-    uint32_t gaps[IDX_SINGLE_TF];
-    if ((flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_ONECOL |
-                             IDX_E_SINGLE)) || !(flags & IDX_E_ONECOL) ||
-        !idx_varint_get(&p, end, &cd) || (cd >> 1) > UINT32_MAX ||
-        !idx_varint_get(&p, end, &id) || id == 0 || id > UINT32_MAX ||
-        !idx_varint_get(&p, end, &tfm1) || tfm1 >= IDX_SINGLE_TF)
+    small_post sp;
+    uint64_t cd, v;
+    bool positions = flags & IDX_E_POSITIONS;
+    sp.n = (uint32_t)(flags >> IDX_E_SMALL_SHIFT) + 1;
+    sp.npos = 0;
+    if ((flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_ONECOL | IDX_E_SINGLE |
+                             (uint64_t)(IDX_SMALL_DOCS - 1)
+                                 << IDX_E_SMALL_SHIFT)) ||
+        !(flags & IDX_E_ONECOL) ||
+        !idx_varint_get(&p, end, &cd) || (cd >> 1) > UINT32_MAX)
         goto bad;
-    uint32_t tf = (uint32_t)tfm1 + 1;
-    uint64_t at = 0;
-    for (uint32_t i = 0; (flags & IDX_E_POSITIONS) && i < tf; i++) {
-        uint64_t g;
-        if (!idx_varint_get(&p, end, &g) || g > UINT32_MAX - at)
+    uint64_t id = 0;
+    for (uint32_t i = 0; i < sp.n; i++) {
+        if (!idx_varint_get(&p, end, &v) || v == 0 || v > UINT32_MAX - id)
             goto bad;
-        gaps[i] = (uint32_t)g;
-        at += g;
+        id += v;
+        sp.ids[i] = (uint32_t)id;
+    }
+    for (uint32_t i = 0; i < sp.n; i++) {
+        if (!idx_varint_get(&p, end, &v) || v >= IDX_SINGLE_TF)
+            goto bad;
+        sp.tf[i] = (uint32_t)v + 1;
+        uint64_t at = 0;
+        for (uint32_t j = 0; positions && j < sp.tf[i]; j++) {
+            if (!idx_varint_get(&p, end, &v) || v > UINT32_MAX - at)
+                goto bad;
+            sp.gaps[sp.npos++] = (uint32_t)v;
+            at += v;
+        }
     }
     if (p != end)
         goto bad;
     int rc = entry_reserve(e, 1, err);
     if (rc)
         return rc;
-    e->flags = (uint32_t)(flags & ~(uint64_t)IDX_E_SINGLE);
+    e->flags = (uint32_t)(flags & (IDX_E_POSITIONS | IDX_E_ONECOL));
     e->ncols = 1;
     e->cols[0] = (uint32_t)(cd >> 1);
-    e->ndocs = 1;
-    e->df_all = cd & 1;
-    e->df[0] = 1;
+    e->ndocs = sp.n;
+    e->df_all = (cd & 1) ? sp.n : 0;
+    e->df[0] = sp.n;
     e->ndel = e->ndel_all = 0;
     e->ndelc[0] = 0;
     e->dels = NULL;
     e->dels_len = 0;
-    e->first = e->last = (uint32_t)id;
-    e->max_tf = tf;
+    e->first = sp.ids[0];
+    e->last = sp.ids[sp.n - 1];
+    e->max_tf = 0;
+    for (uint32_t i = 0; i < sp.n; i++)
+        if (sp.tf[i] > e->max_tf)
+            e->max_tf = sp.tf[i];
     e->nblocks = 0;
-    single_block(e, tf, (flags & IDX_E_POSITIONS) ? gaps : NULL);
+    small_block(e, &sp, positions);
     return KVFTS_OK;
 bad:
     return kv_seterr(err, KVFTS_ECORRUPT, "corrupt term entry (%zu bytes)",
                      len);
 }
 
-/* Whether @p e can be stored compact: then *tf and the position gaps. */
-static bool single_fits(const idx_entry *e, uint32_t *tf, uint32_t *gaps)
+/* Whether @p e can be stored compact: then its postings in *sp. */
+static bool small_fits(const idx_entry *e, small_post *sp)
 {
-    if (e->ndocs != 1 || e->ncols != 1 || e->df[0] != 1 || e->df_all > 1 ||
+    if (e->ndocs == 0 || e->ndocs > IDX_SMALL_DOCS || e->ncols != 1 ||
+        e->df[0] != e->ndocs || (e->df_all != 0 && e->df_all != e->ndocs) ||
         (e->flags & (IDX_E_DELS | IDX_E_EXTERNAL)) || !e->blk ||
-        e->max_tf > IDX_SINGLE_TF || e->first != e->last)
+        e->max_tf > IDX_SINGLE_TF)
         return false;
     const unsigned char *p = (const unsigned char *)e->blk,
                         *end = p + e->blk_len;
     blk_head h;
-    if (!head_read(&p, end, &h) || h.n != 1 || h.span != 0 ||
-        !(h.flags & IDX_B_ONEVIEW) || h.colmask != 1 || h.idb || h.vcb ||
-        h.vxb || h.max_tf != e->max_tf ||
+    if (!head_read(&p, end, &h) || h.n != e->ndocs ||
+        h.span != e->last - e->first || !(h.flags & IDX_B_ONEVIEW) ||
+        h.colmask != 1 || h.vcb || h.vxb || h.max_tf != e->max_tf ||
         ((h.flags & IDX_B_POSITIONS) != 0) !=
             ((e->flags & IDX_E_POSITIONS) != 0) ||
-        h.tfb + h.posb != (uint64_t)(end - p) || h.tfb > 5 ||
-        h.posb > 2 + 4 * IDX_SINGLE_TF)
+        h.idb + h.tfb + h.posb != (uint64_t)(end - p) ||
+        h.idb > 1 + 4 * IDX_SMALL_DOCS || h.tfb > 1 + 4 * IDX_SMALL_DOCS ||
+        h.posb > 2 * IDX_SMALL_DOCS + 4 * IDX_SMALL_DOCS * IDX_SINGLE_TF)
         return false;
-    unsigned char tmp[8 + 4 * IDX_SINGLE_TF + IDX_SLACK];
+    unsigned char tmp[16 + 8 * IDX_SMALL_DOCS +
+                      (2 + 4 * IDX_SINGLE_TF) * IDX_SMALL_DOCS + IDX_SLACK];
     memset(tmp, 0, sizeof tmp);
-    memcpy(tmp, p, (size_t)(h.tfb + h.posb));
-    uint32_t tfm1;
-    if (idx_svb_size(tmp, h.tfb, 1, true) != h.tfb)
+    memcpy(tmp, p, (size_t)(h.idb + h.tfb + h.posb));
+    sp->n = h.n;
+    sp->ids[0] = e->first;
+    if (h.n > 1) {
+        if (idx_svb_size(tmp, h.idb, h.n - 1, false) != h.idb)
+            return false;
+        idx_svb_delta_decode(tmp, sp->ids + 1, h.n - 1, e->first);
+    }
+    uint32_t tfm1[IDX_SMALL_DOCS];
+    if (idx_svb_size(tmp + h.idb, h.tfb, h.n, true) != h.tfb)
         return false;
-    idx_svb_decode_0124(tmp, &tfm1, 1);
-    if (tfm1 + 1 != h.max_tf)
+    idx_svb_decode_0124(tmp + h.idb, tfm1, h.n);
+    sp->npos = 0;
+    for (uint32_t i = 0; i < h.n; i++) {
+        if (tfm1[i] >= IDX_SINGLE_TF ||
+            (i && sp->ids[i] <= sp->ids[i - 1]))
+            return false;
+        sp->tf[i] = tfm1[i] + 1;
+        sp->npos += sp->tf[i];
+    }
+    if (sp->ids[h.n - 1] != e->last)
         return false;
-    *tf = tfm1 + 1;
     if (!(h.flags & IDX_B_POSITIONS))
         return h.posb == 0;
-    if (idx_svb_size(tmp + h.tfb, h.posb, *tf, false) != h.posb)
+    if (idx_svb_size(tmp + h.idb + h.tfb, h.posb, sp->npos, false) != h.posb)
         return false;
-    idx_svb_decode(tmp + h.tfb, gaps, *tf);
+    idx_svb_decode(tmp + h.idb + h.tfb, sp->gaps, sp->npos);
     return true;
 }
 
@@ -1037,7 +1094,7 @@ int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err)
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
     uint64_t flags, ncols;
     if (idx_varint_get(&p, end, &flags) && (flags & IDX_E_SINGLE))
-        return single_decode(e, flags, p, end, len, err);
+        return small_decode(e, flags, p, end, len, err);
     p = (const unsigned char *)buf;
     if (!idx_varint_get(&p, end, &flags) ||
         (flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_EXTERNAL | IDX_E_DELS |
@@ -1125,20 +1182,24 @@ bad:
 
 int idx_entry_encode(const idx_entry *e, kv_buf *out, kv_err *err)
 {
-    uint32_t tf, gaps[IDX_SINGLE_TF];
-    if (single_fits(e, &tf, gaps)) {
+    small_post sp;
+    if (small_fits(e, &sp)) {
         bool pos = e->flags & IDX_E_POSITIONS;
         int rc = idx_buf_varint(out, IDX_E_SINGLE | IDX_E_ONECOL |
-                                (pos ? IDX_E_POSITIONS : 0), err);
-        if (!rc)
-            rc = idx_buf_varint(out, (uint64_t)e->cols[0] << 1 | e->df_all,
+                                (pos ? IDX_E_POSITIONS : 0) |
+                                (uint64_t)(sp.n - 1) << IDX_E_SMALL_SHIFT,
                                 err);
         if (!rc)
-            rc = idx_buf_varint(out, e->first, err);
-        if (!rc)
-            rc = idx_buf_varint(out, tf - 1, err);
-        for (uint32_t i = 0; !rc && pos && i < tf; i++)
-            rc = idx_buf_varint(out, gaps[i], err);
+            rc = idx_buf_varint(out, (uint64_t)e->cols[0] << 1 |
+                                (e->df_all != 0), err);
+        for (uint32_t i = 0; !rc && i < sp.n; i++)
+            rc = idx_buf_varint(out, sp.ids[i] - (i ? sp.ids[i - 1] : 0),
+                                err);
+        for (uint32_t i = 0, k = 0; !rc && i < sp.n; i++) {
+            rc = idx_buf_varint(out, sp.tf[i] - 1, err);
+            for (uint32_t j = 0; !rc && pos && j < sp.tf[i]; j++)
+                rc = idx_buf_varint(out, sp.gaps[k++], err);
+        }
         return rc;
     }
     int rc = idx_buf_varint(out, e->flags, err);

@@ -47,15 +47,20 @@ enum {
     IDX_E_EXTERNAL = 2,    /* postings in block records, not inline */
     IDX_E_DELS = 4,        /* deletions are recorded */
     IDX_E_ONECOL = 8,      /* one column, every posting one view of it */
-    IDX_E_SINGLE = 16      /* stored only: one posting of one view with at
-                              most IDX_SINGLE_TF positions, in a compact
-                              form (idx_codec.c); decoded as ONECOL with
+    IDX_E_SINGLE = 16      /* stored only: 1 to IDX_SMALL_DOCS postings of
+                              one view with at most IDX_SINGLE_TF
+                              positions, in a compact form (idx_codec.c;
+                              the count - 1 in the bits from
+                              IDX_E_SMALL_SHIFT); decoded as ONECOL with
                               an inline block made from it */
 };
-/** The largest tf of a posting stored as an IDX_E_SINGLE entry. */
+#define IDX_E_SMALL_SHIFT 5
+/** The most postings an IDX_E_SINGLE entry holds. */
+#define IDX_SMALL_DOCS 4
+/** The largest tf of a posting stored in an IDX_E_SINGLE entry. */
 #define IDX_SINGLE_TF 8
 /** Room for the block an IDX_E_SINGLE entry decodes to. */
-#define IDX_SINGLE_BLK 96
+#define IDX_SINGLE_BLK 256
 
 /* Block flags. */
 enum {

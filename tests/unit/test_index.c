@@ -495,7 +495,8 @@ static void check_entry(const idx_entry *e, const char *buf, size_t len,
             assert_true(e->ndocs <= IDX_BLOCK_MAX);
             /* the block is the entry's tail, or made from a compact one */
             assert_true((e->blk >= buf && e->blk + e->blk_len == buf + len) ||
-                        (e->blk == (const char *)e->sblk && e->ndocs == 1 &&
+                        (e->blk == (const char *)e->sblk &&
+                         e->ndocs <= IDX_SMALL_DOCS &&
                          (((const unsigned char *)buf)[0] & IDX_E_SINGLE)));
         }
     }
@@ -743,9 +744,10 @@ static void test_entry_codec(void **state)
     kv_buf_free(&dels);
 }
 
-/* A term of one posting (most of a large vocabulary's) is stored in the
- * compact form when its one view has tf <= IDX_SINGLE_TF and it has no
- * deletion, and decodes to what the full form says, block and all. */
+/* A term of 1 to IDX_SMALL_DOCS postings (most of a large vocabulary's) is
+ * stored in the compact form when each is one view of its one column with
+ * tf <= IDX_SINGLE_TF and it has no deletion, and decodes to what the full
+ * form says, block and all. */
 static void test_entry_single(void **state)
 {
     (void)state;
@@ -755,56 +757,70 @@ static void test_entry_single(void **state)
     kv_buf blk = KV_BUF_INIT, scratch = KV_BUF_INIT, enc = KV_BUF_INIT;
     unsigned accepted = 0;
     const uint32_t cols[3] = { 5u << 2 | 1, 5u << 2 | 3, 0x3fffffffu };
-    for (uint32_t tf = 1; tf <= IDX_SINGLE_TF + 1; tf++)
-        for (int pos = 0; pos < 2; pos++)
-            for (int c = 0; c < 3; c++) {
-                uint32_t ps[IDX_SINGLE_TF + 1], col0 = 0;
-                uint32_t at = tf == 3 ? 1u << 30 : (uint32_t)c;
-                for (uint32_t j = 0; j < tf; j++, at += 1 + j * 1000)
-                    ps[j] = at;
-                idx_plist_reset(&l, pos);
-                uint32_t id = c == 2 ? UINT32_MAX : 4000000u + tf;
-                assert_int_equal(idx_plist_add(&l, id, 1, &col0, &tf, ps,
-                                               &err), 0);
-                kv_buf_reset(&blk);
-                assert_int_equal(idx_block_encode(&l, 0, 1, &blk, &scratch,
-                                                  &err), 0);
-                uint32_t col = cols[c];
-                uint64_t df = 1;
-                idx_entry e;
-                memset(&e, 0, sizeof e);
-                e.flags = IDX_E_ONECOL | (pos ? IDX_E_POSITIONS : 0);
-                e.ncols = 1;
-                e.cols = &col;
-                e.df = &df;
-                e.df_all = (col & IDX_KIND_ALL) != 0;
-                e.ndocs = 1;
-                e.first = e.last = id;
-                e.max_tf = tf;
-                e.blk = blk.data;
-                e.blk_len = blk.len;
-                kv_buf_reset(&enc);
-                assert_int_equal(idx_entry_encode(&e, &enc, &err), 0);
-                bool compact = (enc.data[0] & IDX_E_SINGLE) != 0;
-                assert_int_equal(compact, tf <= IDX_SINGLE_TF);
-                /* the full form is the block and 10 bytes or more */
-                if (compact)
-                    assert_true(enc.len <= blk.len + 2);
-                idx_entry d;
-                idx_entry_init(&d);
-                assert_int_equal(idx_entry_decode(&d, enc.data, enc.len,
-                                                  &err), 0);
-                assert_same_entry(&e, &d);   /* the block byte for byte */
-                idx_block b;
-                idx_block_init(&b);
-                assert_int_equal(idx_block_decode(&b, d.first, d.blk,
-                                                  d.blk_len, 1, IDX_DEC_POS,
-                                                  &err), 0);
-                assert_same_docs(&l, 0, 1, &b.l, IDX_DEC_POS);
-                idx_block_free(&b);
-                idx_entry_free(&d);
-                entry_case(&e, &accepted);
-            }
+    const uint32_t last_tf[4] = { 1, 3, IDX_SINGLE_TF, IDX_SINGLE_TF + 1 };
+    for (uint32_t n = 1; n <= IDX_SMALL_DOCS + 1; n++)
+        for (int t = 0; t < 4; t++)
+            for (int pos = 0; pos < 2; pos++)
+                for (int c = 0; c < 3; c++) {
+                    /* the last document has tf last_tf[t], the others 1..3 */
+                    idx_plist_reset(&l, pos);
+                    uint32_t id = c == 2 ? UINT32_MAX - 200000 * n : 1 + (uint32_t)t;
+                    for (uint32_t i = 0; i < n; i++) {
+                        uint32_t ps[IDX_SINGLE_TF + 1], col0 = 0;
+                        uint32_t tf = i + 1 == n ? last_tf[t] : 1 + i % 3;
+                        uint32_t at = tf == 3 ? 1u << 30 : (uint32_t)c;
+                        for (uint32_t j = 0; j < tf; j++, at += 1 + j * 1000)
+                            ps[j] = at;
+                        assert_int_equal(idx_plist_add(&l, id, 1, &col0,
+                                                       &tf, ps, &err), 0);
+                        id += 1 + i * 65000;
+                    }
+                    kv_buf_reset(&blk);
+                    assert_int_equal(idx_block_encode(&l, 0, n, &blk,
+                                                      &scratch, &err), 0);
+                    uint32_t col = cols[c], mtf;
+                    uint64_t df = n, mask;
+                    bool one;
+                    uint32_t maxcol;
+                    plist_summary(&l, 0, n, &mtf, &mask, &one, &maxcol);
+                    idx_entry e;
+                    memset(&e, 0, sizeof e);
+                    e.flags = IDX_E_ONECOL | (pos ? IDX_E_POSITIONS : 0);
+                    e.ncols = 1;
+                    e.cols = &col;
+                    e.df = &df;
+                    e.df_all = (col & IDX_KIND_ALL) ? n : 0;
+                    e.ndocs = n;
+                    e.first = l.ids[0];
+                    e.last = l.ids[n - 1];
+                    e.max_tf = mtf;
+                    e.blk = blk.data;
+                    e.blk_len = blk.len;
+                    kv_buf_reset(&enc);
+                    assert_int_equal(idx_entry_encode(&e, &enc, &err), 0);
+                    bool compact = (enc.data[0] & IDX_E_SINGLE) != 0;
+                    assert_int_equal(compact, n <= IDX_SMALL_DOCS &&
+                                     last_tf[t] <= IDX_SINGLE_TF);
+                    /* the full form is the block and 10 bytes or more */
+                    if (compact)
+                        assert_true(enc.len <= blk.len + 2);
+                    idx_entry d;
+                    idx_entry_init(&d);
+                    if (idx_entry_decode(&d, enc.data, enc.len, &err))
+                        fail_msg("n %u tf %u pos %d col %d: %s", n,
+                                 last_tf[t], pos, c, err.msg);
+                    assert_same_entry(&e, &d);  /* the block, byte for byte */
+                    idx_block b;
+                    idx_block_init(&b);
+                    assert_int_equal(idx_block_decode(&b, d.first, d.blk,
+                                                      d.blk_len, 1,
+                                                      IDX_DEC_POS, &err), 0);
+                    assert_same_docs(&l, 0, n, &b.l, IDX_DEC_POS);
+                    idx_block_free(&b);
+                    idx_entry_free(&d);
+                    if (c != 1 || t == 1)     /* (each is slow) */
+                        entry_case(&e, &accepted);
+                }
     assert_true(accepted > 0);
     /* With a deletion, or a second view, the full form. */
     {
@@ -869,6 +885,9 @@ static void test_entry_single(void **state)
         { "\x19\x0a\x05\x01\x03", 5 },    /* two positions, one given */
         { "\x18\x0a\x05\x00\x00", 5 },    /* a byte too many */
         { "\x18\x0a\x05", 3 },             /* no tf */
+        { "\x38\x0a\x05\x00\x00\x00", 6 },  /* two ids, one the same */
+        { "\x98\x01\x0a\x05\x01\x00\x00\x00\x00\x00", 10 },
+                                              /* five postings */
     };
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         idx_entry d;
