@@ -937,23 +937,51 @@ typedef struct small_post {
     uint32_t gaps[IDX_SMALL_DOCS * IDX_SINGLE_TF];
 } small_post;
 
+/* StreamVByte of a few values, as streamvbyte_encode (or with @p z,
+ * streamvbyte_encode_0124) writes them: control bytes, two bits a value
+ * from the low end, then each value's low bytes.  (The library's calls
+ * cost more than the few values here: a prefix count makes such a block
+ * for each of its rare terms.) */
+static size_t svb_small(const uint32_t *v, uint32_t n, bool z,
+                        unsigned char *out)
+{
+    size_t nctl = (n + 3) / 4;
+    unsigned char *d = out + nctl;
+    memset(out, 0, nctl);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t x = v[i];
+        unsigned code, len;
+        if (z) {
+            code = x == 0 ? 0 : x < 256 ? 1 : x < 65536 ? 2 : 3;
+            len = code == 3 ? 4 : code;
+        } else {
+            code = x < 256 ? 0 : x < 65536 ? 1 : x < (1u << 24) ? 2 : 3;
+            len = code + 1;
+        }
+        out[i / 4] |= (unsigned char)(code << (2 * (i % 4)));
+        for (unsigned k = 0; k < len; k++)
+            *d++ = (unsigned char)(x >> (8 * k));
+    }
+    return (size_t)(d - out);
+}
+
 /* The block a compact entry stands for, into e->sblk: byte for byte what
  * idx_block_encode makes of the same postings. */
 static void small_block(idx_entry *e, const small_post *sp, bool positions)
 {
     unsigned char st[IDX_SINGLE_BLK];
-    uint32_t tfm1[IDX_SMALL_DOCS], max_tf = 0;
+    uint32_t v[IDX_SMALL_DOCS], max_tf = 0;
+    for (uint32_t i = 1; i < sp->n; i++)
+        v[i - 1] = sp->ids[i] - sp->ids[i - 1];
+    size_t idb = svb_small(v, sp->n - 1, false, st);
     for (uint32_t i = 0; i < sp->n; i++) {
-        tfm1[i] = sp->tf[i] - 1;
+        v[i] = sp->tf[i] - 1;
         if (sp->tf[i] > max_tf)
             max_tf = sp->tf[i];
     }
-    size_t idb = sp->n > 1 ? streamvbyte_delta_encode(sp->ids + 1,
-                                                      sp->n - 1, st,
-                                                      sp->ids[0]) : 0;
-    size_t tfb = streamvbyte_encode_0124(tfm1, sp->n, st + idb);
-    size_t posb = positions ? streamvbyte_encode(sp->gaps, sp->npos,
-                                                 st + idb + tfb) : 0;
+    size_t tfb = svb_small(v, sp->n, true, st + idb);
+    size_t posb = positions ? svb_small(sp->gaps, sp->npos, false,
+                                        st + idb + tfb) : 0;
     unsigned char *p = e->sblk;
     size_t k = 0;
     p[k++] = IDX_VERSION;
@@ -1029,6 +1057,9 @@ static int small_decode(idx_entry *e, uint64_t flags,
         if (sp.tf[i] > e->max_tf)
             e->max_tf = sp.tf[i];
     e->nblocks = 0;
+    e->nsmall = sp.n;
+    memcpy(e->sids, sp.ids, sizeof e->sids);
+    memcpy(e->stf, sp.tf, sizeof e->stf);
     small_block(e, &sp, positions);
     return KVFTS_OK;
 bad:
@@ -1149,6 +1180,7 @@ int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err)
     e->blk = NULL;
     e->blk_len = 0;
     e->nblocks = 0;
+    e->nsmall = 0;
     e->first = e->last = e->max_tf = 0;
     if (e->ndocs == 0) {
         if ((flags & IDX_E_EXTERNAL) || !(flags & IDX_E_DELS) || p != end)

@@ -241,6 +241,10 @@ typedef struct idx_entry {
     const char *blk;       /* inline: the block */
     size_t blk_len;
     unsigned char sblk[IDX_SINGLE_BLK];  /* blk of an IDX_E_SINGLE entry */
+    /* An IDX_E_SINGLE entry's postings as stored (nsmall 0: another),
+     * for readers that want ids and tfs alone without decoding blk. */
+    uint32_t nsmall;
+    uint32_t sids[IDX_SMALL_DOCS], stf[IDX_SMALL_DOCS];
 } idx_entry;
 
 void idx_entry_init(idx_entry *e);

@@ -2107,6 +2107,21 @@ static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
     }
     if (!any)
         return KVFTS_OK;
+    for (uint32_t i = 0; i < e->nsmall; i++) {
+        /* a compact entry (one column, selected): its postings as stored,
+         * without decoding the block made from them */
+        uint32_t tf = c->tf ? e->stf[i] : 1;
+        if (collect) {
+            if ((rc = idx__grow(&c->pp, &c->ppcap, (uint64_t)c->npp + 1,
+                                sizeof *c->pp, err)))
+                return rc;
+            c->pp[c->npp++] = (ppost){ e->sids[i], d->rank, tf, false };
+        } else if ((rc = fn(payload, term, df, e->sids[i], tf))) {
+            return rc;
+        }
+    }
+    if (e->nsmall)
+        return KVFTS_OK;
     if (!(e->flags & IDX_E_EXTERNAL)) {
         rc = idx_block_decode(&c->blk, e->first, e->blk, e->blk_len,
                               e->ncols, IDX_DEC_IDS, err);
