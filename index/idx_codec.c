@@ -76,13 +76,13 @@
  *          then inline: varint block length, the block (FIRST = first id);
  *          external: varint number of block records
  *
- * Compact entry (IDX_E_SINGLE): a term of 1 to IDX_SMALL_DOCS postings,
- * each of one view of its one column with tf at most IDX_SINGLE_TF, and no
+ * Compact entry (IDX_E_SMALL): a term of 1 to IDX_SMALL_DOCS postings,
+ * each of one view of its one column with tf at most IDX_SMALL_TF, and no
  * deletion -- most of the terms of a large vocabulary (largevocab: 92%),
  * which the form above stores in 25-30 bytes besides the term, the
  * block's header and the entry's counts saying again what the postings
  * say:
- *   varint flags (IDX_E_SINGLE | ONECOL [| POSITIONS] | (n - 1) << 5)
+ *   varint flags (IDX_E_SMALL | ONECOL [| POSITIONS] | (n - 1) << 5)
  *   varint column << 1 | (df_all == n; it is 0 or n with one column)
  *   n x varint ids as gaps (the first from 0)
  *   n x (varint tf - 1 [POSITIONS: tf x varint positions as gaps])
@@ -934,7 +934,7 @@ typedef struct small_post {
     uint32_t ids[IDX_SMALL_DOCS];
     uint32_t tf[IDX_SMALL_DOCS];
     uint32_t npos;
-    uint32_t gaps[IDX_SMALL_DOCS * IDX_SINGLE_TF];
+    uint32_t gaps[IDX_SMALL_DOCS * IDX_SMALL_TF];
 } small_post;
 
 /* StreamVByte of a few values, as streamvbyte_encode (or with @p z,
@@ -969,7 +969,7 @@ static size_t svb_small(const uint32_t *v, uint32_t n, bool z,
  * idx_block_encode makes of the same postings. */
 static void small_block(idx_entry *e, const small_post *sp, bool positions)
 {
-    unsigned char st[IDX_SINGLE_BLK];
+    unsigned char st[IDX_SMALL_BLK];
     uint32_t v[IDX_SMALL_DOCS], max_tf = 0;
     for (uint32_t i = 1; i < sp->n; i++)
         v[i - 1] = sp->ids[i] - sp->ids[i - 1];
@@ -1010,7 +1010,7 @@ static int small_decode(idx_entry *e, uint64_t flags,
     bool positions = flags & IDX_E_POSITIONS;
     sp.n = (uint32_t)(flags >> IDX_E_SMALL_SHIFT) + 1;
     sp.npos = 0;
-    if ((flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_ONECOL | IDX_E_SINGLE |
+    if ((flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_ONECOL | IDX_E_SMALL |
                              (uint64_t)(IDX_SMALL_DOCS - 1)
                                  << IDX_E_SMALL_SHIFT)) ||
         !(flags & IDX_E_ONECOL) ||
@@ -1024,7 +1024,7 @@ static int small_decode(idx_entry *e, uint64_t flags,
         sp.ids[i] = (uint32_t)id;
     }
     for (uint32_t i = 0; i < sp.n; i++) {
-        if (!idx_varint_get(&p, end, &v) || v >= IDX_SINGLE_TF)
+        if (!idx_varint_get(&p, end, &v) || v >= IDX_SMALL_TF)
             goto bad;
         sp.tf[i] = (uint32_t)v + 1;
         uint64_t at = 0;
@@ -1073,7 +1073,7 @@ static bool small_fits(const idx_entry *e, small_post *sp)
     if (e->ndocs == 0 || e->ndocs > IDX_SMALL_DOCS || e->ncols != 1 ||
         e->df[0] != e->ndocs || (e->df_all != 0 && e->df_all != e->ndocs) ||
         (e->flags & (IDX_E_DELS | IDX_E_EXTERNAL)) || !e->blk ||
-        e->max_tf > IDX_SINGLE_TF)
+        e->max_tf > IDX_SMALL_TF)
         return false;
     const unsigned char *p = (const unsigned char *)e->blk,
                         *end = p + e->blk_len;
@@ -1085,10 +1085,10 @@ static bool small_fits(const idx_entry *e, small_post *sp)
             ((e->flags & IDX_E_POSITIONS) != 0) ||
         h.idb + h.tfb + h.posb != (uint64_t)(end - p) ||
         h.idb > 1 + 4 * IDX_SMALL_DOCS || h.tfb > 1 + 4 * IDX_SMALL_DOCS ||
-        h.posb > 2 * IDX_SMALL_DOCS + 4 * IDX_SMALL_DOCS * IDX_SINGLE_TF)
+        h.posb > 2 * IDX_SMALL_DOCS + 4 * IDX_SMALL_DOCS * IDX_SMALL_TF)
         return false;
     unsigned char tmp[16 + 8 * IDX_SMALL_DOCS +
-                      (2 + 4 * IDX_SINGLE_TF) * IDX_SMALL_DOCS + IDX_SLACK];
+                      (2 + 4 * IDX_SMALL_TF) * IDX_SMALL_DOCS + IDX_SLACK];
     memset(tmp, 0, sizeof tmp);
     memcpy(tmp, p, (size_t)(h.idb + h.tfb + h.posb));
     sp->n = h.n;
@@ -1104,7 +1104,7 @@ static bool small_fits(const idx_entry *e, small_post *sp)
     idx_svb_decode_0124(tmp + h.idb, tfm1, h.n);
     sp->npos = 0;
     for (uint32_t i = 0; i < h.n; i++) {
-        if (tfm1[i] >= IDX_SINGLE_TF ||
+        if (tfm1[i] >= IDX_SMALL_TF ||
             (i && sp->ids[i] <= sp->ids[i - 1]))
             return false;
         sp->tf[i] = tfm1[i] + 1;
@@ -1124,7 +1124,7 @@ int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err)
 {
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
     uint64_t flags, ncols;
-    if (idx_varint_get(&p, end, &flags) && (flags & IDX_E_SINGLE))
+    if (idx_varint_get(&p, end, &flags) && (flags & IDX_E_SMALL))
         return small_decode(e, flags, p, end, len, err);
     p = (const unsigned char *)buf;
     if (!idx_varint_get(&p, end, &flags) ||
@@ -1217,7 +1217,7 @@ int idx_entry_encode(const idx_entry *e, kv_buf *out, kv_err *err)
     small_post sp;
     if (small_fits(e, &sp)) {
         bool pos = e->flags & IDX_E_POSITIONS;
-        int rc = idx_buf_varint(out, IDX_E_SINGLE | IDX_E_ONECOL |
+        int rc = idx_buf_varint(out, IDX_E_SMALL | IDX_E_ONECOL |
                                 (pos ? IDX_E_POSITIONS : 0) |
                                 (uint64_t)(sp.n - 1) << IDX_E_SMALL_SHIFT,
                                 err);

@@ -47,20 +47,20 @@ enum {
     IDX_E_EXTERNAL = 2,    /* postings in block records, not inline */
     IDX_E_DELS = 4,        /* deletions are recorded */
     IDX_E_ONECOL = 8,      /* one column, every posting one view of it */
-    IDX_E_SINGLE = 16      /* stored only: 1 to IDX_SMALL_DOCS postings of
-                              one view with at most IDX_SINGLE_TF
+    IDX_E_SMALL = 16       /* stored only: 1 to IDX_SMALL_DOCS postings
+                              of one view with at most IDX_SMALL_TF
                               positions, in a compact form (idx_codec.c;
                               the count - 1 in the bits from
                               IDX_E_SMALL_SHIFT); decoded as ONECOL with
                               an inline block made from it */
 };
 #define IDX_E_SMALL_SHIFT 5
-/** The most postings an IDX_E_SINGLE entry holds. */
+/** The most postings an IDX_E_SMALL entry holds. */
 #define IDX_SMALL_DOCS 4
-/** The largest tf of a posting stored in an IDX_E_SINGLE entry. */
-#define IDX_SINGLE_TF 8
-/** Room for the block an IDX_E_SINGLE entry decodes to. */
-#define IDX_SINGLE_BLK 256
+/** The largest tf of a posting stored in an IDX_E_SMALL entry. */
+#define IDX_SMALL_TF 8
+/** Room for the block an IDX_E_SMALL entry decodes to. */
+#define IDX_SMALL_BLK 256
 
 /* Block flags. */
 enum {
@@ -240,8 +240,8 @@ typedef struct idx_entry {
     uint32_t nblocks;      /* external: block records */
     const char *blk;       /* inline: the block */
     size_t blk_len;
-    unsigned char sblk[IDX_SINGLE_BLK];  /* blk of an IDX_E_SINGLE entry */
-    /* An IDX_E_SINGLE entry's postings as stored (nsmall 0: another),
+    unsigned char sblk[IDX_SMALL_BLK];  /* blk of an IDX_E_SMALL entry */
+    /* An IDX_E_SMALL entry's postings as stored (nsmall 0: another),
      * for readers that want ids and tfs alone without decoding blk. */
     uint32_t nsmall;
     uint32_t sids[IDX_SMALL_DOCS], stf[IDX_SMALL_DOCS];

@@ -497,7 +497,7 @@ static void check_entry(const idx_entry *e, const char *buf, size_t len,
             assert_true((e->blk >= buf && e->blk + e->blk_len == buf + len) ||
                         (e->blk == (const char *)e->sblk &&
                          e->ndocs <= IDX_SMALL_DOCS &&
-                         (((const unsigned char *)buf)[0] & IDX_E_SINGLE)));
+                         (((const unsigned char *)buf)[0] & IDX_E_SMALL)));
         }
     }
     kv_buf enc = KV_BUF_INIT;
@@ -746,9 +746,9 @@ static void test_entry_codec(void **state)
 
 /* A term of 1 to IDX_SMALL_DOCS postings (most of a large vocabulary's) is
  * stored in the compact form when each is one view of its one column with
- * tf <= IDX_SINGLE_TF and it has no deletion, and decodes to what the full
+ * tf <= IDX_SMALL_TF and it has no deletion, and decodes to what the full
  * form says, block and all. */
-static void test_entry_single(void **state)
+static void test_entry_small(void **state)
 {
     (void)state;
     kv_err err = KV_ERR_INIT;
@@ -757,7 +757,7 @@ static void test_entry_single(void **state)
     kv_buf blk = KV_BUF_INIT, scratch = KV_BUF_INIT, enc = KV_BUF_INIT;
     unsigned accepted = 0;
     const uint32_t cols[3] = { 5u << 2 | 1, 5u << 2 | 3, 0x3fffffffu };
-    const uint32_t last_tf[4] = { 1, 3, IDX_SINGLE_TF, IDX_SINGLE_TF + 1 };
+    const uint32_t last_tf[4] = { 1, 3, IDX_SMALL_TF, IDX_SMALL_TF + 1 };
     for (uint32_t n = 1; n <= IDX_SMALL_DOCS + 1; n++)
         for (int t = 0; t < 4; t++)
             for (int pos = 0; pos < 2; pos++)
@@ -766,7 +766,7 @@ static void test_entry_single(void **state)
                     idx_plist_reset(&l, pos);
                     uint32_t id = c == 2 ? UINT32_MAX - 200000 * n : 1 + (uint32_t)t;
                     for (uint32_t i = 0; i < n; i++) {
-                        uint32_t ps[IDX_SINGLE_TF + 1], col0 = 0;
+                        uint32_t ps[IDX_SMALL_TF + 1], col0 = 0;
                         uint32_t tf = i + 1 == n ? last_tf[t] : 1 + i % 3;
                         uint32_t at = tf == 3 ? 1u << 30 : (uint32_t)c;
                         for (uint32_t j = 0; j < tf; j++, at += 1 + j * 1000)
@@ -798,9 +798,9 @@ static void test_entry_single(void **state)
                     e.blk_len = blk.len;
                     kv_buf_reset(&enc);
                     assert_int_equal(idx_entry_encode(&e, &enc, &err), 0);
-                    bool compact = (enc.data[0] & IDX_E_SINGLE) != 0;
+                    bool compact = (enc.data[0] & IDX_E_SMALL) != 0;
                     assert_int_equal(compact, n <= IDX_SMALL_DOCS &&
-                                     last_tf[t] <= IDX_SINGLE_TF);
+                                     last_tf[t] <= IDX_SMALL_TF);
                     /* the full form is the block and 10 bytes or more */
                     if (compact)
                         assert_true(enc.len <= blk.len + 2);
@@ -852,7 +852,7 @@ static void test_entry_single(void **state)
         e.blk_len = blk.len;
         kv_buf_reset(&enc);
         assert_int_equal(idx_entry_encode(&e, &enc, &err), 0);
-        assert_false(enc.data[0] & IDX_E_SINGLE);
+        assert_false(enc.data[0] & IDX_E_SMALL);
         entry_case(&e, &accepted);
         idx_plist_reset(&l, true);
         assert_int_equal(idx_plist_add(&l, 9, 2, vcols, tfs, ps, &err), 0);
@@ -871,7 +871,7 @@ static void test_entry_single(void **state)
         e.blk_len = blk.len;
         kv_buf_reset(&enc);
         assert_int_equal(idx_entry_encode(&e, &enc, &err), 0);
-        assert_false(enc.data[0] & IDX_E_SINGLE);
+        assert_false(enc.data[0] & IDX_E_SMALL);
         entry_case(&e, &accepted);
         kv_buf_free(&dels);
     }
@@ -1928,7 +1928,7 @@ int main(void)
         cmocka_unit_test(test_svb_decoder),
         cmocka_unit_test(test_block_corruption),
         cmocka_unit_test(test_entry_codec),
-        cmocka_unit_test(test_entry_single),
+        cmocka_unit_test(test_entry_small),
         cmocka_unit_test(test_chunk_codec),
         cmocka_unit_test(test_segs_codec),
         cmocka_unit_test(test_lens_codec),
