@@ -1348,8 +1348,10 @@ static int check_format(kv_env *e, kv_err *err)
         kv_txn_abort(t);
         t = NULL;
         rc = kv_txn_begin(&t, e, true, err);
-        if (rc)
+        if (rc) {
+            kv_buf_free(&v);
             return rc;
+        }
         rc = kv_get(t, KV_META, FORMAT_KEY, strlen(FORMAT_KEY), &v, true,
                     err);
     }
