@@ -23,7 +23,7 @@
  * Segments.  Immutable segments, each a file of its own,
  * DIR/seg-XXXXXXXX.db (lib/kv/kv_part.c), with its dictionary (space
  * KV_TERMS) and its blocks (KV_POSTINGS): every key starts with the
- * segment's id (segs.db "seq::seg", the last id given), which names the file.  A
+ * segment's id (sequence "seg" in segs.db), which names the file.  A
  * segment is written front to back into its new file, filling its pages,
  * and its transaction changes no page of an older one; a merge's inputs
  * are removed as whole files:
@@ -1455,37 +1455,14 @@ int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err)
     return rc;
 }
 
-int idx_seg_last_id(kv_txn *txn, bool for_update, uint64_t *last,
-                    kv_err *err)
-{
-    kv_buf v = KV_BUF_INIT;
-    *last = 0;
-    int rc = kv_get(txn, KV_SEGS, IDX_SEG_SEQ, strlen(IDX_SEG_SEQ), &v,
-                    for_update, err);
-    if (rc == KVFTS_ENOTFOUND)
-        rc = KVFTS_OK;
-    else if (!rc && v.len != 8)
-        rc = kv_seterr(err, KVFTS_ECORRUPT, "corrupt segment id sequence "
-                       "(%zu bytes)", v.len);
-    else if (!rc)
-        *last = kv_get_be64((const unsigned char *)v.data);
-    kv_buf_free(&v);
-    return rc;
-}
-
 /* Ids come from a sequence (segs.db, beside the list), so every own file
  * is new; age is the segment list's order, never the id's. */
 int idx_seg_new_id(kv_txn *txn, bool own, uint32_t *id, kv_err *err)
 {
     uint64_t n;
-    int rc = idx_seg_last_id(txn, true, &n, err);
-    if (!rc && ++n >= KV_PART_OWN)
+    int rc = kv_seq_next_in(txn, KV_SEGS, IDX_SEG_SEQ, UINT64_MAX, &n, err);
+    if (!rc && (n == 0 || n >= KV_PART_OWN))
         rc = kv_seterr(err, KVFTS_ERROR, "segment ids exhausted");
-    unsigned char b[8];
-    kv_put_be64(b, n);
-    if (!rc)
-        rc = kv_put(txn, KV_SEGS, IDX_SEG_SEQ, strlen(IDX_SEG_SEQ), b, 8,
-                    err);
     if (!rc)
         *id = (uint32_t)n | (own ? KV_PART_OWN : 0);
     return rc;

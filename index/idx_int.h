@@ -35,7 +35,7 @@
 #define IDX_INLINE_MAX 512
 #define IDX_FIELD_PREFIX "field::"
 #define IDX_LENS_GEN "lensgen"      /* sequence meta "seq::lensgen" */
-#define IDX_SEG_SEQ "seq::seg"      /* segs: the last segment id (be64) */
+#define IDX_SEG_SEQ "seg"           /* sequence segs "seq::seg" */
 #define IDX_SKIPPED_KEY "stat::skipped_tokens"
 #define IDX_SEGS_KEY "segments"     /* segs: the segment list */
 #define IDX_MERGE_KEY "merge"       /* segs: a merge under way */
@@ -334,9 +334,6 @@ int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err);
 /** The id of a new segment (a merge's or a flush's); @p own: a file of its
  *  own. */
 int idx_seg_new_id(kv_txn *txn, bool own, uint32_t *id, kv_err *err);
-/** The last segment id given (0: none yet). */
-int idx_seg_last_id(kv_txn *txn, bool for_update, uint64_t *last,
-                    kv_err *err);
 /** Segment @p seg is no longer listed as of @p txn: delete its records
  *  now (a small segment) or put its file on the list of those
  *  idx_drop_sweep() removes. */

@@ -813,7 +813,7 @@ int idx_seg_strays(kv_txn *txn, const idx_segs *s, uint32_t *files,
     /* A file made after this snapshot (a flush or a merge under way in
      * another process) has a later id: it is nobody's stray. */
     if (!rc)
-        rc = idx_seg_last_id(txn, false, &last, err);
+        rc = kv_seq_get_in(txn, KV_SEGS, IDX_SEG_SEQ, false, &last, err);
     size_t k = 0;
     for (size_t i = 0; !rc && i < *n; i++) {
         uint32_t id = files[i];

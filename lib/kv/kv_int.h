@@ -101,6 +101,7 @@ struct kv_txn {
     /* Values of sequences reserved by this transaction, not yet handed out
      * (kv_seq_next): they go with it when it commits or aborts. */
     struct kv_seq_cache {
+        kv_space space;
         char name[16];
         uint64_t next, end;      /* next <= end: values left */
         uint64_t grab;           /* the next reservation's size */

@@ -594,21 +594,22 @@ int kv_cursor_del(kv_cursor *c, kv_err *err)
 
 /* ---- sequences ---------------------------------------------------------- */
 
-int kv_seq_get(kv_txn *txn, const char *name, bool for_update, uint64_t *out,
-               kv_err *err)
+int kv_seq_get_in(kv_txn *txn, kv_space space, const char *name,
+                  bool for_update, uint64_t *out, kv_err *err)
 {
     char key[64];
     int kl = snprintf(key, sizeof key, "seq::%s", name);
     kv_buf v = KV_BUF_INIT;
     *out = 0;
-    int rc = kv_get(txn, KV_META, key, (size_t)kl, &v, for_update, err);
+    int rc = kv_get(txn, space, key, (size_t)kl, &v, for_update, err);
     if (rc == KVFTS_ENOTFOUND) {
         rc = KVFTS_OK;
     } else if (rc == KVFTS_OK) {
         if (v.len != 8)
             rc = kv_seterr(err, KVFTS_ECORRUPT,
-                           "meta::%s: corrupt sequence (%zu bytes)", key,
-                           v.len);
+                           "%s::%s: corrupt sequence (%zu bytes)",
+                           space == KV_META ? "meta" : kv_spaces[space].file,
+                           key, v.len);
         else
             *out = kv_get_be64((const unsigned char *)v.data);
     }
@@ -616,11 +617,17 @@ int kv_seq_get(kv_txn *txn, const char *name, bool for_update, uint64_t *out,
     return rc;
 }
 
-int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
-                   kv_err *err)
+int kv_seq_get(kv_txn *txn, const char *name, bool for_update, uint64_t *out,
+               kv_err *err)
+{
+    return kv_seq_get_in(txn, KV_META, name, for_update, out, err);
+}
+
+static int seq_reserve_in(kv_txn *txn, kv_space space, const char *name,
+                          uint64_t n, uint64_t *first, kv_err *err)
 {
     uint64_t last;
-    int rc = kv_seq_get(txn, name, true, &last, err);
+    int rc = kv_seq_get_in(txn, space, name, true, &last, err);
     if (rc)
         return rc;
     if (n == 0 || last > UINT64_MAX - n)
@@ -629,24 +636,32 @@ int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
     int kl = snprintf(key, sizeof key, "seq::%s", name);
     unsigned char b[8];
     kv_put_be64(b, last + n);
-    rc = kv_put(txn, KV_META, key, (size_t)kl, b, 8, err);
+    rc = kv_put(txn, space, key, (size_t)kl, b, 8, err);
     if (!rc)
         *first = last + 1;
     return rc;
 }
 
-/* The transaction's cache of sequence @p name (NULL if it has none and
- * every slot is taken by another). */
-static struct kv_seq_cache *seq_cache(kv_txn *txn, const char *name)
+int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
+                   kv_err *err)
+{
+    return seq_reserve_in(txn, KV_META, name, n, first, err);
+}
+
+/* The transaction's cache of sequence @p name of @p space (NULL if it has
+ * none and every slot is taken by another). */
+static struct kv_seq_cache *seq_cache(kv_txn *txn, kv_space space,
+                                      const char *name)
 {
     size_t n = sizeof txn->seqs / sizeof txn->seqs[0];
     if (strlen(name) >= sizeof txn->seqs[0].name)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(txn->seqs[i].name, name))
+        if (txn->seqs[i].space == space && !strcmp(txn->seqs[i].name, name))
             return &txn->seqs[i];
     for (size_t i = 0; i < n; i++)
         if (!txn->seqs[i].name[0]) {
+            txn->seqs[i].space = space;
             snprintf(txn->seqs[i].name, sizeof txn->seqs[i].name, "%s",
                      name);
             return &txn->seqs[i];
@@ -661,16 +676,16 @@ static struct kv_seq_cache *seq_cache(kv_txn *txn, const char *name)
  * transaction ends are skipped: a sequence promises values that increase,
  * not values without gaps, and the runs grow only as they are used, so at
  * most half of what a transaction reserves goes unused. */
-int kv_seq_next_max(kv_txn *txn, const char *name, uint64_t max,
-                    uint64_t *out, kv_err *err)
+static int seq_next_in(kv_txn *txn, kv_space space, const char *name,
+                       uint64_t max, uint64_t *out, kv_err *err)
 {
-    struct kv_seq_cache *c = seq_cache(txn, name);
+    struct kv_seq_cache *c = seq_cache(txn, space, name);
     if (c && c->next && c->next <= c->end) {
         *out = c->next++;
         return KVFTS_OK;
     }
     uint64_t last;
-    int rc = kv_seq_get(txn, name, true, &last, err);
+    int rc = kv_seq_get_in(txn, space, name, true, &last, err);
     if (rc)
         return rc;
     if (last >= max)
@@ -678,7 +693,7 @@ int kv_seq_next_max(kv_txn *txn, const char *name, uint64_t max,
     uint64_t n = c ? (c->grab ? c->grab : 1) : 1;
     if (n > max - last)
         n = max - last;
-    rc = kv_seq_reserve(txn, name, n, out, err);
+    rc = seq_reserve_in(txn, space, name, n, out, err);
     if (rc || !c)
         return rc;
     c->next = *out + 1;
@@ -687,15 +702,27 @@ int kv_seq_next_max(kv_txn *txn, const char *name, uint64_t max,
     return KVFTS_OK;
 }
 
+int kv_seq_next_max(kv_txn *txn, const char *name, uint64_t max,
+                    uint64_t *out, kv_err *err)
+{
+    return seq_next_in(txn, KV_META, name, max, out, err);
+}
+
 int kv_seq_next(kv_txn *txn, const char *name, uint64_t *out, kv_err *err)
 {
-    return kv_seq_next_max(txn, name, UINT64_MAX, out, err);
+    return seq_next_in(txn, KV_META, name, UINT64_MAX, out, err);
+}
+
+int kv_seq_next_in(kv_txn *txn, kv_space space, const char *name,
+                   uint64_t max, uint64_t *out, kv_err *err)
+{
+    return seq_next_in(txn, space, name, max, out, err);
 }
 
 int kv_seq_room(kv_txn *txn, const char *name, uint64_t max, bool *room,
                 kv_err *err)
 {
-    struct kv_seq_cache *c = seq_cache(txn, name);
+    struct kv_seq_cache *c = seq_cache(txn, KV_META, name);
     if (c && c->next && c->next <= c->end) {
         *room = c->next <= max;
         return KVFTS_OK;

@@ -526,6 +526,12 @@ int kv_seq_room(kv_txn *txn, const char *name, uint64_t max, bool *room,
 /** The last value handed out by sequence @p name (0 if none yet). */
 int kv_seq_get(kv_txn *txn, const char *name, bool for_update, uint64_t *out,
                kv_err *err);
+/** kv_seq_next_max() and kv_seq_get() of a sequence kept in @p space
+ *  (the others keep theirs in KV_META): same record, "seq::NAME". */
+int kv_seq_next_in(kv_txn *txn, kv_space space, const char *name,
+                   uint64_t max, uint64_t *out, kv_err *err);
+int kv_seq_get_in(kv_txn *txn, kv_space space, const char *name,
+                  bool for_update, uint64_t *out, kv_err *err);
 /** Reserve @p n values of a sequence at once: *first .. *first + n - 1. */
 int kv_seq_reserve(kv_txn *txn, const char *name, uint64_t n, uint64_t *first,
                    kv_err *err);
