@@ -2049,6 +2049,20 @@ typedef struct prefix_ctx {
 } prefix_ctx;
 
 /* Call each(id, tf) for the selected postings of block b. */
+/* One posting of the expansion: to fn, or collected. */
+static int emit_posting(prefix_ctx *c, uint32_t rank, uint32_t id,
+                        uint32_t tf, idx_posting_fn fn, void *payload,
+                        uint32_t term, uint64_t df, bool collect, kv_err *err)
+{
+    if (!collect)
+        return fn(payload, term, df, id, tf);
+    int rc = idx__grow(&c->pp, &c->ppcap, (uint64_t)c->npp + 1,
+                       sizeof *c->pp, err);
+    if (!rc)
+        c->pp[c->npp++] = (ppost){ id, rank, tf, false };
+    return rc;
+}
+
 static int block_postings(prefix_ctx *c, const idx_entry *e, bool filter,
                           uint32_t rank, idx_posting_fn fn, void *payload,
                           uint32_t term, uint64_t df, bool collect,
@@ -2073,16 +2087,9 @@ static int block_postings(prefix_ctx *c, const idx_entry *e, bool filter,
         } else {
             tf = 1;
         }
-        if (!tf)
-            continue;
-        if (collect) {
-            if ((rc = idx__grow(&c->pp, &c->ppcap, (uint64_t)c->npp + 1,
-                                sizeof *c->pp, err)))
-                return rc;
-            c->pp[c->npp++] = (ppost){ l->ids[i], rank, tf, false };
-        } else if ((rc = fn(payload, term, df, l->ids[i], tf))) {
+        if (tf && (rc = emit_posting(c, rank, l->ids[i], tf, fn, payload,
+                                     term, df, collect, err)))
             return rc;
-        }
     }
     (void)e;
     return KVFTS_OK;
@@ -2107,21 +2114,13 @@ static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
     }
     if (!any)
         return KVFTS_OK;
-    for (uint32_t i = 0; i < e->nsmall; i++) {
-        /* a compact entry (one column, selected): its postings as stored,
-         * without decoding the block made from them */
-        uint32_t tf = c->tf ? e->stf[i] : 1;
-        if (collect) {
-            if ((rc = idx__grow(&c->pp, &c->ppcap, (uint64_t)c->npp + 1,
-                                sizeof *c->pp, err)))
-                return rc;
-            c->pp[c->npp++] = (ppost){ e->sids[i], d->rank, tf, false };
-        } else if ((rc = fn(payload, term, df, e->sids[i], tf))) {
-            return rc;
-        }
-    }
-    if (e->nsmall)
-        return KVFTS_OK;
+    /* a compact entry (one column, selected): its postings as stored,
+     * without decoding the block made from them */
+    for (uint32_t i = 0; !rc && i < e->nsmall; i++)
+        rc = emit_posting(c, d->rank, e->sids[i], c->tf ? e->stf[i] : 1, fn,
+                          payload, term, df, collect, err);
+    if (rc || e->nsmall)
+        return rc;
     if (!(e->flags & IDX_E_EXTERNAL)) {
         rc = idx_block_decode(&c->blk, e->first, e->blk, e->blk_len,
                               e->ncols, IDX_DEC_IDS, err);
