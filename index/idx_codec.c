@@ -965,20 +965,17 @@ static size_t svb_small(const uint32_t *v, uint32_t n, bool z,
     return (size_t)(d - out);
 }
 
-/* The block a compact entry stands for, into e->sblk: byte for byte what
- * idx_block_encode makes of the same postings. */
+/* The block a compact entry stands for (e->max_tf set), into e->sblk:
+ * byte for byte what idx_block_encode makes of the same postings. */
 static void small_block(idx_entry *e, const small_post *sp, bool positions)
 {
     unsigned char st[IDX_SMALL_BLK];
-    uint32_t v[IDX_SMALL_DOCS], max_tf = 0;
+    uint32_t v[IDX_SMALL_DOCS];
     for (uint32_t i = 1; i < sp->n; i++)
         v[i - 1] = sp->ids[i] - sp->ids[i - 1];
     size_t idb = svb_small(v, sp->n - 1, false, st);
-    for (uint32_t i = 0; i < sp->n; i++) {
+    for (uint32_t i = 0; i < sp->n; i++)
         v[i] = sp->tf[i] - 1;
-        if (sp->tf[i] > max_tf)
-            max_tf = sp->tf[i];
-    }
     size_t tfb = svb_small(v, sp->n, true, st + idb);
     size_t posb = positions ? svb_small(sp->gaps, sp->npos, false,
                                         st + idb + tfb) : 0;
@@ -989,7 +986,7 @@ static void small_block(idx_entry *e, const small_post *sp, bool positions)
                              IDX_B_ONEVIEW);
     k += idx_varint_put(p + k, sp->n);
     k += idx_varint_put(p + k, sp->ids[sp->n - 1] - sp->ids[0]);  /* span */
-    k += idx_varint_put(p + k, max_tf);
+    k += idx_varint_put(p + k, e->max_tf);
     k += idx_varint_put(p + k, 1);          /* colmask: column index 0 */
     k += idx_varint_put(p + k, idb);
     k += idx_varint_put(p + k, 0);          /* view counts */
@@ -1124,11 +1121,11 @@ int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err)
 {
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
     uint64_t flags, ncols;
-    if (idx_varint_get(&p, end, &flags) && (flags & IDX_E_SMALL))
+    if (!idx_varint_get(&p, end, &flags))
+        goto bad;
+    if (flags & IDX_E_SMALL)
         return small_decode(e, flags, p, end, len, err);
-    p = (const unsigned char *)buf;
-    if (!idx_varint_get(&p, end, &flags) ||
-        (flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_EXTERNAL | IDX_E_DELS |
+    if ((flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_EXTERNAL | IDX_E_DELS |
                              IDX_E_ONECOL)) ||
         !idx_varint_get(&p, end, &ncols) || ncols == 0 || ncols > len)
         goto bad;

@@ -762,7 +762,6 @@ static void term_free(qry_iter *it)
     kv_free(it);
 }
 
-/* Open (field, term); *out NULL when the term is absent. */
 static _Atomic uint64_t cursors_opened;   /* the test hook's count */
 
 uint64_t qry_test_cursors(void)
@@ -770,6 +769,7 @@ uint64_t qry_test_cursors(void)
     return cursors_opened;
 }
 
+/* Open (field, term); *out NULL when the term is absent. */
 static int postings_open(idx_postings **out, qry_ctx *cx, const char *field,
                          size_t flen, const char *term, size_t tlen,
                          kv_err *err)
