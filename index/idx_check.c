@@ -457,6 +457,49 @@ static int len_cmp(const void *a, const void *b)
     return x->field_id < y->field_id ? -1 : x->field_id > y->field_id;
 }
 
+static int count_lens(void *arg, const idx_lens_it *it, kv_err *err)
+{
+    (void)it;
+    (void)err;
+    ++*(uint64_t *)arg;
+    return KVFTS_OK;
+}
+
+/* The stored pairs of docid into *have (*nh 0 and *found false when it has
+ * no record); span holds its span's record, read once per span. */
+static int stored_lens(checker *ck, uint32_t docid, kv_buf *span,
+                       uint32_t *span_base, bool *found, idx_len **have,
+                       uint32_t *nh, uint32_t *hcap)
+{
+    uint32_t base = idx_lens_base(docid);
+    int rc = KVFTS_OK;
+    *found = false;
+    *nh = 0;
+    if (base != *span_base) {
+        unsigned char id[4];
+        kv_put_be32(id, base);
+        rc = kv_get(ck->txn, KV_DOCLENS, id, 4, span, false, ck->err);
+        if (rc == KVFTS_ENOTFOUND) {
+            kv_err_clear(ck->err);
+            kv_buf_reset(span);
+            rc = KVFTS_OK;
+        }
+        *span_base = base;
+    }
+    if (rc || span->len == 0)
+        return rc;
+    idx_lens_it it;
+    bool more = true;
+    rc = idx_lens_open(&it, span->data, span->len, base, ck->err);
+    while (!rc && more && !(rc = idx_lens_next(&it, &more, ck->err)) &&
+           more && it.docid <= docid)
+        if (it.docid == docid) {
+            *found = true;
+            return idx_lens_pairs(&it, have, nh, hcap, ck->err);
+        }
+    return rc;
+}
+
 static int check_lengths(checker *ck)
 {
     const idx_doclen *docs;
@@ -464,7 +507,8 @@ static int check_lengths(checker *ck)
     const uint32_t *del;
     uint32_t nd, ndel;
     idx_shard_lengths(ck->sh, &docs, &nd, &lens, &del, &ndel);
-    kv_buf val = KV_BUF_INIT;
+    kv_buf span = KV_BUF_INIT;
+    uint32_t span_base = 1;     /* no span's: bases are multiples of 64 */
     idx_len *want = NULL, *have = NULL;
     uint32_t wcap = 0, hcap = 0, nh = 0;
     int rc = KVFTS_OK;
@@ -477,20 +521,16 @@ static int check_lengths(checker *ck)
             want[k] = (idx_len){ ck->fid[lens[docs[i].off + k].field_id],
                                  lens[docs[i].off + k].len };
         qsort(want, n, sizeof *want, len_cmp);
-        unsigned char id[4];
-        kv_put_be32(id, docid);
-        rc = kv_get(ck->txn, KV_DOCLENS, id, 4, &val, false, ck->err);
-        if (rc == KVFTS_ENOTFOUND) {
-            kv_err_clear(ck->err);
+        bool found;
+        rc = stored_lens(ck, docid, &span, &span_base, &found, &have, &nh,
+                         &hcap);
+        if (rc)
+            break;
+        if (!found) {
             rc = n ? differ(ck, "document '%s': no length record",
                             doc_name(ck, docid)) : KVFTS_OK;
             continue;
         }
-        if (!rc)
-            rc = idx_lens_decode(val.data, val.len, &have, &nh, &hcap,
-                                 ck->err);
-        if (rc)
-            break;
         qsort(have, nh, sizeof *have, len_cmp);
         bool same = nh == n;
         for (uint32_t k = 0; same && k < n; k++)
@@ -503,11 +543,11 @@ static int check_lengths(checker *ck)
     }
     uint64_t stored = 0;
     if (!rc)
-        rc = kv_count(ck->txn, KV_DOCLENS, &stored, ck->err);
+        rc = idx_lens_walk(ck->txn, count_lens, &stored, ck->err);
     if (!rc && stored != nd)
         rc = differ(ck, "%llu document length records for %u documents "
                     "with indexed fields", (unsigned long long)stored, nd);
-    kv_buf_free(&val);
+    kv_buf_free(&span);
     kv_free(want);
     kv_free(have);
     return rc;

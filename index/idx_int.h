@@ -359,13 +359,42 @@ typedef struct idx_len {
     uint32_t field_id;
     uint32_t len;
 } idx_len;
-int idx_lens_encode(const idx_len *lens, size_t n, kv_buf *out, kv_err *err);
-/** Length of field_id in a doclens record (0 if absent). */
-int idx_lens_find(const char *buf, size_t len, uint32_t field_id,
-                  uint32_t *out, kv_err *err);
-/** Every (field id, length) pair of a doclens record into out (reset). */
-int idx_lens_decode(const char *buf, size_t len, idx_len **out, uint32_t *n,
-                    uint32_t *cap, kv_err *err);
+/* doclens.db holds a record per span of IDX_LENS_SPAN document ids (the
+ * layout is in idx_codec.c). */
+#define IDX_LENS_SPAN 64u
+#define IDX_LENS_VERSION 2
+static inline uint32_t idx_lens_base(uint32_t docid)
+{
+    return docid & ~(IDX_LENS_SPAN - 1);
+}
+typedef struct idx_doclen idx_doclen;
+/** The record of span @p base: docs[0..n) in ascending id order, each
+ *  with its pairs lens[off .. off + n). */
+int idx_lens_encode(uint32_t base, const idx_doclen *docs, uint32_t n,
+                    const idx_len *lens, kv_buf *out, kv_err *err);
+/** A span record's documents, read one by one (idx_lens_next checks each;
+ *  the pointers are into the record). */
+typedef struct idx_lens_it {
+    const unsigned char *p, *end;
+    uint32_t base, next;  /* the span; the smallest id the next can have */
+    uint32_t docid, n;    /* the current document; its fields */
+    const unsigned char *ids;   /* their ids: n varints (its own, or an
+                                   earlier document's) */
+    const unsigned char *lens;  /* their lengths: n varints */
+} idx_lens_it;
+int idx_lens_open(idx_lens_it *it, const char *buf, size_t len, uint32_t base,
+                  kv_err *err);
+/** The next document (*more false after the last). */
+int idx_lens_next(idx_lens_it *it, bool *more, kv_err *err);
+/** Length of field_id in a document idx_lens_next has read (0 if absent). */
+uint32_t idx_lens_field(const unsigned char *ids, const unsigned char *lens,
+                        uint32_t n, uint32_t field_id);
+/** Call fn on every stored document's lengths, in id order. */
+typedef int (*idx_lens_fn)(void *arg, const idx_lens_it *it, kv_err *err);
+int idx_lens_walk(kv_txn *txn, idx_lens_fn fn, void *arg, kv_err *err);
+/** The current document's (field id, length) pairs into out (reset). */
+int idx_lens_pairs(const idx_lens_it *it, idx_len **out, uint32_t *n,
+                   uint32_t *cap, kv_err *err);
 
 typedef struct idx_field {
     uint32_t id;
@@ -520,10 +549,10 @@ uint32_t idx_shard_term_lower(const idx_shard *s, const char *term,
 /** The documents whose lengths changed: (docid, local field, len) for the
  *  new versions, and the ids deleted; and the per local field statistic
  *  deltas. */
-typedef struct idx_doclen {
+struct idx_doclen {
     uint32_t docid;
     uint32_t off, n;       /* into lens */
-} idx_doclen;
+};
 void idx_shard_lengths(const idx_shard *s, const idx_doclen **docs,
                        uint32_t *ndocs, const idx_len **lens,
                        const uint32_t **deleted, uint32_t *ndeleted);

@@ -2444,13 +2444,51 @@ int idx_doc_len(kv_txn *txn, uint32_t docid, uint32_t field_id,
     if (field_id == 0)
         return KVFTS_OK;
     unsigned char id[4];
-    kv_put_be32(id, docid);
+    uint32_t base = idx_lens_base(docid);
+    kv_put_be32(id, base);
     int rc = kv_get(txn, KV_DOCLENS, id, 4, scratch, false, err);
+    if (rc == KVFTS_ENOTFOUND) {
+        kv_err_clear(err);
+        return KVFTS_OK;
+    }
+    idx_lens_it it;
+    bool more = true;
     if (!rc)
-        rc = idx_lens_find(scratch->data, scratch->len, field_id, len, err);
-    else if (rc == KVFTS_ENOTFOUND)
-        rc = KVFTS_OK;
+        rc = idx_lens_open(&it, scratch->data, scratch->len, base, err);
+    while (!rc && more && !(rc = idx_lens_next(&it, &more, err)) && more &&
+           it.docid <= docid)
+        if (it.docid == docid) {
+            *len = idx_lens_field(it.ids, it.lens, it.n, field_id);
+            break;
+        }
     return rc;
+}
+
+struct lens_walk_arg {
+    idx_lens_fn fn;
+    void *arg;
+};
+
+static int lens_span(void *payload, const char *k, size_t kl, const char *v,
+                     size_t vl, kv_err *err)
+{
+    struct lens_walk_arg *a = payload;
+    if (kl != 4)
+        return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
+                         "bytes", kl);
+    idx_lens_it it;
+    bool more = true;
+    int rc = idx_lens_open(&it, v, vl, kv_get_be32((const unsigned char *)k),
+                           err);
+    while (!rc && more && !(rc = idx_lens_next(&it, &more, err)) && more)
+        rc = a->fn(a->arg, &it, err);
+    return rc;
+}
+
+int idx_lens_walk(kv_txn *txn, idx_lens_fn fn, void *arg, kv_err *err)
+{
+    struct lens_walk_arg a = { fn, arg };
+    return kv_walk(txn, KV_DOCLENS, lens_span, &a, err);
 }
 
 /* ---- length records read in doc id order ------------------------------ */
@@ -2463,9 +2501,8 @@ int idx_doc_len(kv_txn *txn, uint32_t docid, uint32_t field_id,
 #define LENS_NEAR 64      /* ids past the run's end: read on, else seek */
 
 typedef struct lens_rec {
-    uint32_t docid;
-    uint32_t vlen;
-    const char *val;
+    uint32_t docid, n;
+    const unsigned char *ids, *lens;   /* into the bulk read (idx_lens_it) */
 } lens_rec;
 
 struct idx_lens_reader {
@@ -2499,6 +2536,27 @@ void idx_lens_reader_close(idx_lens_reader *r)
     kv_free(r);
 }
 
+/* The documents of one span record onto the run. */
+static int run_push_span(idx_lens_reader *r, const char *k, size_t kl,
+                         const char *v, size_t vl, kv_err *err)
+{
+    if (kl != 4)
+        return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
+                         "bytes", kl);
+    idx_lens_it it;
+    bool more = true;
+    int rc = idx_lens_open(&it, v, vl, kv_get_be32((const unsigned char *)k),
+                           err);
+    while (!rc && more && !(rc = idx_lens_next(&it, &more, err)) && more) {
+        if (r->n == r->cap &&
+            (rc = idx__grow(&r->run, &r->cap, (uint64_t)r->n + 1,
+                            sizeof *r->run, err)) != 0)
+            break;
+        r->run[r->n++] = (lens_rec){ it.docid, it.n, it.ids, it.lens };
+    }
+    return rc;
+}
+
 /* Read the run after the last one, in one bulk read. */
 static int lens_read_next(idx_lens_reader *r, kv_err *err)
 {
@@ -2509,27 +2567,18 @@ static int lens_read_next(idx_lens_reader *r, kv_err *err)
         return r->end ? KVFTS_OK : rc;
     const char *k, *v;
     size_t kl, vl;
-    while (kv_bulk_next(&r->bulk, &k, &kl, &v, &vl)) {
-        if (kl != 4)
-            return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
-                             "bytes", kl);
-        if (r->n == r->cap &&
-            (rc = idx__grow(&r->run, &r->cap, (uint64_t)r->n + 1,
-                            sizeof *r->run, err)) != 0)
-            return rc;
-        r->run[r->n++] = (lens_rec){ kv_get_be32((const unsigned char *)k),
-                                     (uint32_t)vl, v };
-    }
-    return KVFTS_OK;
+    while (!rc && kv_bulk_next(&r->bulk, &k, &kl, &v, &vl))
+        rc = run_push_span(r, k, kl, v, vl, err);
+    return rc;
 }
 
-/* Seek to docid's record (or the next one): a run of one record, read by an
+/* Seek to docid's span (or the next one): a run of one record, read by an
  * ordinary lookup, since a far jump (a rare term) gains nothing from a bulk
  * copy. */
 static int lens_seek(idx_lens_reader *r, uint32_t docid, kv_err *err)
 {
     unsigned char id[4];
-    kv_put_be32(id, docid);
+    kv_put_be32(id, idx_lens_base(docid));
     r->n = r->i = 0;
     int rc = kv_cursor_seek(r->c, id, 4, err);
     r->end = rc == KVFTS_ITEROVER;
@@ -2539,14 +2588,7 @@ static int lens_seek(idx_lens_reader *r, uint32_t docid, kv_err *err)
     size_t kl, vl;
     kv_cursor_key(r->c, &k, &kl);
     kv_cursor_val(r->c, &v, &vl);
-    if (kl != 4)
-        return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
-                         "bytes", kl);
-    if ((rc = idx__grow(&r->run, &r->cap, 1, sizeof *r->run, err)) != 0)
-        return rc;
-    r->run[r->n++] = (lens_rec){ kv_get_be32((const unsigned char *)k),
-                                 (uint32_t)vl, v };
-    return KVFTS_OK;
+    return run_push_span(r, k, kl, v, vl, err);
 }
 
 int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
@@ -2573,8 +2615,9 @@ int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
     uint32_t off = docid - r->run[0].docid;
     if (off < r->n && r->run[off].docid == docid) {
         r->i = off;
-        return idx_lens_find(r->run[off].val, r->run[off].vlen, field_id, len,
-                             err);
+        *len = idx_lens_field(r->run[off].ids, r->run[off].lens,
+                              r->run[off].n, field_id);
+        return KVFTS_OK;
     }
     /* Gallop from the last answer, then binary search the stride. */
     uint32_t lo = r->run[r->i].docid <= docid ? r->i : 0, hi = lo;
@@ -2596,7 +2639,9 @@ int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
     if (lo == r->n || r->run[lo].docid != docid)
         return KVFTS_OK;
     r->i = lo;
-    return idx_lens_find(r->run[lo].val, r->run[lo].vlen, field_id, len, err);
+    *len = idx_lens_field(r->run[lo].ids, r->run[lo].lens, r->run[lo].n,
+                          field_id);
+    return KVFTS_OK;
 }
 
 /* ---- whole length columns, kept by a handle ------------------------------ */
@@ -2667,23 +2712,20 @@ struct lens_walk {
     uint64_t max_id;      /* the largest doc id ever handed out */
 };
 
-static int lens_record(void *payload, const char *k, size_t kl,
-                       const char *v, size_t vl, kv_err *err)
+static int lens_record(void *payload, const idx_lens_it *it, kv_err *err)
 {
     struct lens_walk *w = payload;
     struct lens_col *col = w->col;
-    if (kl != 4)
-        return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
-                         "bytes", kl);
-    uint32_t id = kv_get_be32((const unsigned char *)k), len = 0;
+    uint32_t id = it->docid;
     /* The column is sized by the ids read: a damaged key must not make it
      * an 8 GiB array.  No id is larger than the doc-id sequence. */
     if (id == UINT32_MAX || id > w->max_id)
         return kv_seterr(err, KVFTS_ECORRUPT, "length record of id %u, past "
                          "the last id handed out (%llu)", id,
                          (unsigned long long)w->max_id);
-    int rc = idx_lens_find(v, vl, col->field_id, &len, err);
-    if (!rc && id >= w->cap) {
+    uint32_t len = idx_lens_field(it->ids, it->lens, it->n, col->field_id);
+    int rc = KVFTS_OK;
+    if (id >= w->cap) {
         uint32_t old = w->cap;
         rc = idx__grow(&col->len, &w->cap, (uint64_t)id + 1,
                        sizeof *col->len, err);
@@ -2709,7 +2751,7 @@ static int lens_column_read(kv_txn *txn, uint32_t field_id,
     struct lens_walk w = { col, 0, 0 };
     int rc = kv_seq_get(txn, "docid", false, &w.max_id, err);
     if (!rc)
-        rc = kv_walk(txn, KV_DOCLENS, lens_record, &w, err);
+        rc = idx_lens_walk(txn, lens_record, &w, err);
     if (rc) {
         kv_free(col->len);
         col->len = NULL;

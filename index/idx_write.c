@@ -560,18 +560,6 @@ static int skipped_add(kv_txn *txn, uint64_t n, kv_err *err)
     return kv_put(txn, KV_META, key, sizeof key - 1, b, 8, err);
 }
 
-typedef struct lenrec {
-    uint32_t docid;
-    uint32_t shard;
-    uint32_t off, n;
-} lenrec;
-
-static int lenrec_cmp(const void *a, const void *b)
-{
-    uint32_t x = ((const lenrec *)a)->docid, y = ((const lenrec *)b)->docid;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct recref {
     uint32_t docid, len;
     const char *rec;
@@ -618,6 +606,182 @@ static int put_records(void *arg, kv_txn *txn, kv_err *err)
     return rc;
 }
 
+/* ---- document lengths ---------------------------------------------------- */
+
+typedef struct lens_flush {
+    idx_doclen *add;      /* the new versions, ascending by id once sorted */
+    idx_len *pairs;       /* their (field id, length) pairs */
+    uint32_t *del;        /* the ids deleted, ascending once sorted */
+    uint32_t nadd, acap, npairs, pcap, ndel, dcap;
+    idx_doclen *out;      /* one span's documents */
+    idx_len *opairs;      /* and their pairs */
+    uint32_t nout, ocap, nop, opcap;
+    idx_len *pairs_scratch;   /* a stored document's pairs */
+    uint32_t scap;
+} lens_flush;
+
+/* By id, then by where the pairs are (a new version's come after its
+ * stored record's). */
+static int doclen_cmp(const void *a, const void *b)
+{
+    const idx_doclen *x = a, *y = b;
+    if (x->docid != y->docid)
+        return x->docid < y->docid ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Document docid with pairs l[0..n) onto the span's list. */
+static int span_push(lens_flush *f, uint32_t docid, const idx_len *l,
+                     uint32_t n, kv_err *err)
+{
+    int rc = idx__grow(&f->out, &f->ocap, (uint64_t)f->nout + 1,
+                       sizeof *f->out, err);
+    if (!rc)
+        rc = idx__grow(&f->opairs, &f->opcap, (uint64_t)f->nop + n + 1,
+                       sizeof *f->opairs, err);
+    if (rc)
+        return rc;
+    f->out[f->nout++] = (idx_doclen){ docid, f->nop, n };
+    if (n)
+        memcpy(f->opairs + f->nop, l, n * sizeof *l);
+    f->nop += n;
+    return KVFTS_OK;
+}
+
+static int missing(uint32_t docid, kv_err *err)
+{
+    return kv_seterr(err, KVFTS_ECORRUPT, "length record of document %u "
+                     "missing", docid);
+}
+
+/* Span base's record: its stored documents but those deleted (f->del from
+ * *id on), and the new versions in it (f->add from *ia on). */
+static int span_write(idx_writer *w, kv_txn *txn, lens_flush *f,
+                      uint32_t base, uint32_t *ia, uint32_t *id, kv_err *err)
+{
+    unsigned char key[4];
+    kv_put_be32(key, base);
+    f->nout = f->nop = 0;
+    int rc = kv_get(txn, KV_DOCLENS, key, 4, &w->val, true, err);
+    bool stored = rc == KVFTS_OK;
+    if (rc == KVFTS_ENOTFOUND) {
+        kv_err_clear(err);
+        rc = KVFTS_OK;
+    }
+    idx_lens_it it;
+    bool more = stored;
+    if (stored)
+        rc = idx_lens_open(&it, w->val.data, w->val.len, base, err);
+    while (!rc && more && !(rc = idx_lens_next(&it, &more, err)) && more) {
+        if (*id < f->ndel && f->del[*id] < it.docid &&
+            idx_lens_base(f->del[*id]) == base)
+            return missing(f->del[*id], err);
+        if (*id < f->ndel && f->del[*id] == it.docid) {
+            ++*id;
+            continue;
+        }
+        uint32_t np;
+        rc = idx_lens_pairs(&it, &f->pairs_scratch, &np, &f->scap, err);
+        if (!rc)
+            rc = span_push(f, it.docid, f->pairs_scratch, np, err);
+    }
+    if (rc)
+        return rc;
+    if (*id < f->ndel && idx_lens_base(f->del[*id]) == base)
+        return missing(f->del[*id], err);
+    /* The new versions, after the stored documents: a document written
+     * again under its id (kvfts_put of the same key) replaces its record. */
+    bool sorted = true;
+    for (; !rc && *ia < f->nadd && idx_lens_base(f->add[*ia].docid) == base;
+         ++*ia) {
+        const idx_doclen *d = &f->add[*ia];
+        sorted &= !f->nout || f->out[f->nout - 1].docid < d->docid;
+        rc = span_push(f, d->docid, f->pairs + d->off, d->n, err);
+    }
+    if (rc)
+        return rc;
+    if (!sorted) {
+        qsort(f->out, f->nout, sizeof *f->out, doclen_cmp);
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < f->nout; i++) {
+            if (k && f->out[k - 1].docid == f->out[i].docid)
+                k--;
+            f->out[k++] = f->out[i];
+        }
+        f->nout = k;
+    }
+    if (f->nout == 0)
+        return stored ? kv_del(txn, KV_DOCLENS, key, 4, err) : KVFTS_OK;
+    rc = idx_lens_encode(base, f->out, f->nout, f->opairs, &w->val, err);
+    return rc ? rc : kv_put(txn, KV_DOCLENS, key, 4, w->val.data, w->val.len,
+                            err);
+}
+
+/* The lengths of a flush's documents: the new versions' records and the
+ * deleted ids' removal, span by span (each span's record read, changed and
+ * written once; a load appends to the last). */
+static int lens_write(idx_writer *w, kv_txn *txn, idx_shard **shards,
+                      uint32_t n, uint32_t **fids, kv_err *err)
+{
+    lens_flush f;
+    memset(&f, 0, sizeof f);
+    int rc = KVFTS_OK;
+    for (uint32_t s = 0; !rc && s < n; s++) {
+        const idx_doclen *d;
+        const idx_len *l;
+        const uint32_t *del;
+        uint32_t nd, ndel;
+        idx_shard_lengths(shards[s], &d, &nd, &l, &del, &ndel);
+        for (uint32_t i = 0; !rc && i < nd; i++) {
+            rc = idx__grow(&f.add, &f.acap, (uint64_t)f.nadd + 1,
+                           sizeof *f.add, err);
+            if (!rc)
+                rc = idx__grow(&f.pairs, &f.pcap,
+                               (uint64_t)f.npairs + d[i].n + 1,
+                               sizeof *f.pairs, err);
+            if (rc)
+                break;
+            f.add[f.nadd++] = (idx_doclen){ d[i].docid, f.npairs, d[i].n };
+            for (uint32_t j = 0; j < d[i].n; j++)
+                f.pairs[f.npairs++] = (idx_len){
+                    fids[s][l[d[i].off + j].field_id], l[d[i].off + j].len };
+        }
+        if (!rc && ndel)
+            rc = idx__grow(&f.del, &f.dcap, (uint64_t)f.ndel + ndel,
+                           sizeof *f.del, err);
+        if (!rc && ndel) {
+            memcpy(f.del + f.ndel, del, ndel * sizeof *del);
+            f.ndel += ndel;
+        }
+    }
+    if (!rc && f.nadd > 1)
+        qsort(f.add, f.nadd, sizeof *f.add, doclen_cmp);
+    if (!rc && f.ndel > 1)
+        qsort(f.del, f.ndel, sizeof *f.del, u32_cmp);
+    uint32_t ia = 0, id = 0;
+    while (!rc && (ia < f.nadd || id < f.ndel)) {
+        uint32_t base = UINT32_MAX;
+        if (ia < f.nadd)
+            base = idx_lens_base(f.add[ia].docid);
+        if (id < f.ndel && idx_lens_base(f.del[id]) < base)
+            base = idx_lens_base(f.del[id]);
+        rc = span_write(w, txn, &f, base, &ia, &id, err);
+    }
+    kv_free(f.add);
+    kv_free(f.pairs);
+    kv_free(f.del);
+    kv_free(f.out);
+    kv_free(f.opairs);
+    kv_free(f.pairs_scratch);
+    return rc;
+}
+
 int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
 {
     wait_idle(w);
@@ -629,9 +793,6 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
     idx_shard **shards = n <= 64 ? sh : kv_malloc(n * sizeof *shards);
     uint32_t **maps = kv_calloc(n, sizeof *maps);
     uint32_t **fids = kv_calloc(n, sizeof *fids);
-    lenrec *lr = NULL;
-    idx_len *lens = NULL;
-    uint32_t lcap = 0;
     if (!shards || !maps || !fids) {
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
         goto done;
@@ -678,57 +839,8 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
             rc = idx_segs_write(&list, txn, err);
         idx_segs_free(&list);
     }
-    /* Lengths of the new versions, in doc id order (appends). */
-    uint32_t total = 0;
-    for (uint32_t s = 0; s < n; s++) {
-        const idx_doclen *d;
-        const idx_len *l;
-        const uint32_t *del;
-        uint32_t nd, ndel;
-        idx_shard_lengths(shards[s], &d, &nd, &l, &del, &ndel);
-        total += nd;
-    }
-    if (!rc && total && !(lr = kv_malloc((size_t)total * sizeof *lr)))
-        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    uint32_t k = 0;
-    for (uint32_t s = 0; !rc && s < n; s++) {
-        const idx_doclen *d;
-        const idx_len *l;
-        const uint32_t *del;
-        uint32_t nd, ndel;
-        idx_shard_lengths(shards[s], &d, &nd, &l, &del, &ndel);
-        for (uint32_t i = 0; i < nd; i++)
-            lr[k++] = (lenrec){ d[i].docid, s, d[i].off, d[i].n };
-        for (uint32_t i = 0; !rc && i < ndel; i++) {
-            unsigned char idb[4];
-            kv_put_be32(idb, del[i]);
-            rc = kv_del(txn, KV_DOCLENS, idb, 4, err);
-            if (rc == KVFTS_ENOTFOUND)
-                rc = kv_seterr(err, KVFTS_ECORRUPT, "length record of "
-                               "document %u missing", del[i]);
-        }
-    }
-    if (!rc && total > 1)
-        qsort(lr, total, sizeof *lr, lenrec_cmp);
-    for (uint32_t i = 0; !rc && i < total; i++) {
-        const idx_doclen *d;
-        const idx_len *l;
-        const uint32_t *del;
-        uint32_t nd, ndel;
-        idx_shard_lengths(shards[lr[i].shard], &d, &nd, &l, &del, &ndel);
-        if ((rc = idx__grow(&lens, &lcap, (uint64_t)lr[i].n + 1, sizeof *lens,
-                            err)))
-            break;
-        for (uint32_t j = 0; j < lr[i].n; j++)
-            lens[j] = (idx_len){ fids[lr[i].shard][l[lr[i].off + j].field_id],
-                                 l[lr[i].off + j].len };
-        unsigned char idb[4];
-        kv_put_be32(idb, lr[i].docid);
-        rc = idx_lens_encode(lens, lr[i].n, &w->val, err);
-        if (!rc)
-            rc = kv_put(txn, KV_DOCLENS, idb, 4, w->val.data, w->val.len,
-                        err);
-    }
+    if (!rc)
+        rc = lens_write(w, txn, shards, n, fids, err);
     /* Field statistics and over-long tokens. */
     uint64_t skipped = 0;
     for (uint32_t s = 0; !rc && s < n; s++) {
@@ -759,8 +871,6 @@ done:
         kv_free(fids[s]);
     kv_free(maps);
     kv_free(fids);
-    kv_free(lr);
-    kv_free(lens);
     if (shards != sh)
         kv_free(shards);
     return rc;

@@ -18,7 +18,7 @@
  *                     one (kv_part.c)
  *   DIR/lookups.db    B-tree, sorted duplicates:  "NAME::VALUE" -> user key
  *   DIR/counters.db   B-tree  NAME                -> be64 two's complement
- *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 5"
+ *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 6"
  *   DIR/segs.db       B-tree  index/ owns: the segment list, the merge under
  *                     way, the files to remove, the segment ids' sequence
  *                     (a file of their own: a merge writes them while a
@@ -145,7 +145,7 @@
 #define CHECKPOINT_KB 16384        /* checkpoint after this much log */
 #define MAX_RETRIES 50
 #define FORMAT_KEY "format"
-#define FORMAT_VAL "kvfts 5"
+#define FORMAT_VAL "kvfts 6"
 #define RESERVE_MB 32u             /* kept free for reopening, recovery */
 #define OPEN_MB 4u                 /* free space an open needs */
 #define FAILCHK_NS 1000000000ll    /* a survivor's failchk, at most this often */

@@ -339,36 +339,69 @@ static void fuzz_segs(const char *rec, size_t len)
 static void fuzz_records(uint32_t first, const char *rec, size_t len)
 {
     kv_err err = KV_ERR_INIT;
-    idx_len *lens = NULL;
-    uint32_t n = 0, cap = 0, flen = 0, fid = first & 0xff;
-    int rc = idx_lens_decode(rec, len, &lens, &n, &cap, &err);
-    CHECK(rc == KVFTS_OK || rc == KVFTS_ECORRUPT || rc == KVFTS_ENOMEM);
-    int rc2 = idx_lens_find(rec, len, fid, &flen, &err);
-    CHECK(rc2 == KVFTS_OK || rc2 == KVFTS_ECORRUPT);
-    if (rc == KVFTS_OK) {
-        /* find stops at the first pair of the field, or says 0 */
+    /* A span record: every document read is checked (ids ascending, in the
+     * span; a field's length the first of its pairs), and what reads whole
+     * is encoded again and reads the same. */
+    uint32_t base = idx_lens_base(first), fid = first & 0xff;
+    idx_len *pairs = NULL, *all = NULL;
+    idx_doclen *docs = NULL;
+    uint32_t n = 0, cap = 0, acap = 0, dcap = 0, na = 0, nd = 0;
+    idx_lens_it it;
+    bool more = true, whole = false;
+    int rc = idx_lens_open(&it, rec, len, base, &err);
+    CHECK(rc == KVFTS_OK || rc == KVFTS_ECORRUPT);
+    uint32_t last = 0;
+    while (!rc && more && !(rc = idx_lens_next(&it, &more, &err)) && more) {
+        CHECK(it.docid >= base && it.docid - base < IDX_LENS_SPAN);
+        CHECK(nd == 0 || it.docid > last);
+        last = it.docid;
+        rc = idx_lens_pairs(&it, &pairs, &n, &cap, &err);
+        if (rc)
+            break;
         uint32_t want = 0;
         for (uint32_t i = 0; i < n; i++)
-            if (lens[i].field_id == fid) {
-                want = lens[i].len;
+            if (pairs[i].field_id == fid) {
+                want = pairs[i].len;
                 break;
             }
-        CHECK(rc2 == KVFTS_OK && flen == want);
+        CHECK(idx_lens_field(it.ids, it.lens, it.n, fid) == want);
+        if (idx__grow(&docs, &dcap, (uint64_t)nd + 1, sizeof *docs,
+                      &err) ||
+            idx__grow(&all, &acap, (uint64_t)na + n + 1, sizeof *all, &err))
+            break;
+        docs[nd++] = (idx_doclen){ it.docid, na, n };
+        memcpy(all + na, pairs, n * sizeof *pairs);
+        na += n;
+        whole = true;
     }
-    kv_free(lens);
+    CHECK(rc == KVFTS_OK || rc == KVFTS_ECORRUPT || rc == KVFTS_ENOMEM);
+    kv_buf enc = KV_BUF_INIT;
+    if (!rc && whole &&
+        idx_lens_encode(base, docs, nd, all, &enc, &err) == KVFTS_OK) {
+        CHECK(idx_lens_open(&it, enc.data, enc.len, base, &err) == KVFTS_OK);
+        for (uint32_t d = 0; d < nd; d++) {
+            CHECK(idx_lens_next(&it, &more, &err) == KVFTS_OK && more &&
+                  it.docid == docs[d].docid);
+            CHECK(idx_lens_pairs(&it, &pairs, &n, &cap, &err) == KVFTS_OK &&
+                  n == docs[d].n);
+            CHECK(memcmp(pairs, all + docs[d].off, n * sizeof *pairs) == 0);
+        }
+        CHECK(idx_lens_next(&it, &more, &err) == KVFTS_OK && !more);
+    }
+    kv_free(pairs);
+    kv_free(all);
+    kv_free(docs);
 
     idx_field f, g;
     rc = idx_field_decode(rec, len, &f, &err);
     CHECK(rc == KVFTS_OK || rc == KVFTS_ECORRUPT);
     if (rc == KVFTS_OK) {
         CHECK(f.id >= 1 && f.id <= (UINT32_MAX >> 2));
-        kv_buf enc = KV_BUF_INIT;
         if (idx_field_encode(&f, &enc, &err) == KVFTS_OK) {
             CHECK(idx_field_decode(enc.data, enc.len, &g, &err) == KVFTS_OK);
             CHECK(g.id == f.id && g.docs == f.docs &&
                   g.total_len == f.total_len);
         }
-        kv_buf_free(&enc);
     }
 
     const unsigned char *p = (const unsigned char *)rec, *end = p + len;

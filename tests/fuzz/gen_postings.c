@@ -305,7 +305,8 @@ int main(int argc, char **argv)
     kv_err err = KV_ERR_INIT;
     kv_buf out = KV_BUF_INIT;
     idx_len lens[3] = { { 1, 12 }, { 2, 300 }, { 7, 1 } };
-    if (idx_lens_encode(lens, 3, &out, &err) == KVFTS_OK)
+    idx_doclen docs[3] = { { 0, 0, 3 }, { 1, 0, 3 }, { 9, 1, 2 } };
+    if (idx_lens_encode(0, docs, 3, lens, &out, &err) == KVFTS_OK)
         rc |= write_seed("lens-3fields", 2, 3, &out);
     idx_field f = { 3, 63000, 4000000 };
     if (idx_field_encode(&f, &out, &err) == KVFTS_OK)

@@ -1073,9 +1073,12 @@ static void test_damaged_length_key(void **state)
     assert_int_equal(kv_env_open(&env, f->dir, NULL, &err), 0);
     kv_txn *t;
     assert_int_equal(kv_txn_begin(&t, env, true, &err), 0);
+    /* the span of ids from 0x7fffffc0: document 0x7ffffff0 (gap 0x30),
+     * one field (id 1) of length 1 */
     unsigned char id[4];
-    kv_put_be32(id, 0x7ffffff0u);
-    assert_int_equal(kv_put(t, KV_DOCLENS, id, 4, "\x01\x01\x01", 3, &err), 0);
+    kv_put_be32(id, 0x7fffffc0u);
+    assert_int_equal(kv_put(t, KV_DOCLENS, id, 4, "\x02\x60\x01\x01\x01", 5,
+                            &err), 0);
     uint64_t gen;   /* cached columns are stale now, as after a write */
     assert_int_equal(kv_seq_next(t, "lensgen", &gen, &err), 0);
     assert_int_equal(kv_txn_commit(t, &err), 0);

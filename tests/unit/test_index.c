@@ -1106,42 +1106,74 @@ static void test_lens_codec(void **state)
     (void)state;
     kv_err err = KV_ERR_INIT;
     kv_buf enc = KV_BUF_INIT;
-    idx_len lens[5] = { { 1, 12 }, { 2, 300 }, { 7, 1 }, { 300, 70000 },
-                        { 4, UINT32_MAX } };
+    /* A span of 64 ids from 128: a document of 5 fields, one of the same
+     * fields (its shape shared), one of other fields, one of none. */
+    idx_len lens[12] = { { 1, 12 }, { 2, 300 }, { 7, 1 }, { 300, 70000 },
+                         { 4, UINT32_MAX },
+                         { 1, 3 }, { 2, 0 }, { 7, 9 }, { 300, 1 }, { 4, 2 },
+                         { 9, 5 }, { 1, 6 } };
+    idx_doclen docs[4] = { { 128, 0, 5 }, { 130, 5, 5 }, { 140, 10, 2 },
+                           { 191, 12, 0 } };
     idx_len *out = NULL;
-    uint32_t n, cap = 0, len;
-    assert_int_equal(idx_lens_encode(lens, 5, &enc, &err), 0);
-    assert_int_equal(idx_lens_decode(enc.data, enc.len, &out, &n, &cap,
-                                     &err), 0);
-    assert_int_equal(n, 5);
-    for (uint32_t i = 0; i < 5; i++) {
-        assert_true(out[i].field_id == lens[i].field_id &&
-                    out[i].len == lens[i].len);
-        assert_int_equal(idx_lens_find(enc.data, enc.len, lens[i].field_id,
-                                       &len, &err), 0);
-        assert_int_equal(len, lens[i].len);
+    uint32_t n, cap = 0;
+    assert_int_equal(idx_lens_encode(128, docs, 4, lens, &enc, &err), 0);
+    /* shared shape: the second document costs its gap and 5 lengths */
+    assert_true(enc.len < 40);
+    idx_lens_it it;
+    bool more;
+    assert_int_equal(idx_lens_open(&it, enc.data, enc.len, 128, &err), 0);
+    for (uint32_t d = 0; d < 4; d++) {
+        assert_int_equal(idx_lens_next(&it, &more, &err), 0);
+        assert_true(more);
+        assert_int_equal(it.docid, docs[d].docid);
+        assert_int_equal(idx_lens_pairs(&it, &out, &n, &cap, &err), 0);
+        assert_int_equal(n, docs[d].n);
+        for (uint32_t i = 0; i < n; i++) {
+            const idx_len *l = &lens[docs[d].off + i];
+            assert_true(out[i].field_id == l->field_id && out[i].len == l->len);
+            assert_int_equal(idx_lens_field(it.ids, it.lens, it.n,
+                                            l->field_id), l->len);
+        }
+        assert_int_equal(idx_lens_field(it.ids, it.lens, it.n, 3), 0);
     }
-    assert_int_equal(idx_lens_find(enc.data, enc.len, 3, &len, &err), 0);
-    assert_int_equal(len, 0);
+    assert_int_equal(idx_lens_next(&it, &more, &err), 0);
+    assert_false(more);
+    /* A cut record is refused, or (cut between documents) reads as the
+     * first documents, unchanged. */
     for (size_t cut = 0; cut < enc.len; cut++) {
-        assert_int_equal(idx_lens_decode(enc.data, cut, &out, &n, &cap,
-                                         &err), KVFTS_ECORRUPT);
-        assert_int_equal(n, 0);
-        /* A field absent from the record needs all of it. */
-        assert_int_equal(idx_lens_find(enc.data, cut, 3, &len, &err),
-                         KVFTS_ECORRUPT);
-        /* One present is found (rightly) or the damage seen. */
-        int rc = idx_lens_find(enc.data, cut, 7, &len, &err);
-        assert_true(rc == KVFTS_ECORRUPT || (rc == KVFTS_OK && len == 1));
+        int rc = idx_lens_open(&it, enc.data, cut, 128, &err);
+        uint32_t d = 0;
+        more = true;
+        while (!rc && more && !(rc = idx_lens_next(&it, &more, &err)) &&
+               more) {
+            assert_true(d < 4);
+            assert_int_equal(it.docid, docs[d].docid);
+            assert_int_equal(idx_lens_pairs(&it, &out, &n, &cap, &err), 0);
+            assert_int_equal(n, docs[d].n);
+            for (uint32_t i = 0; i < n; i++)
+                assert_int_equal(out[i].len, lens[docs[d].off + i].len);
+            d++;
+        }
+        assert_true(rc == KVFTS_ECORRUPT || (rc == KVFTS_OK && d < 4));
     }
-    assert_int_equal(kv_buf_append(&enc, "", 1, &err), 0);
-    assert_int_equal(idx_lens_decode(enc.data, enc.len, &out, &n, &cap,
-                                     &err), KVFTS_ECORRUPT);
-    /* No fields at all. */
-    assert_int_equal(idx_lens_encode(lens, 0, &enc, &err), 0);
-    assert_int_equal(idx_lens_decode(enc.data, enc.len, &out, &n, &cap,
-                                     &err), 0);
-    assert_int_equal(n, 0);
+    /* The record is its span's: at another base its ids are refused or
+     * moved, never past the span. */
+    assert_int_equal(idx_lens_open(&it, enc.data, enc.len, 100, &err),
+                     KVFTS_ECORRUPT);
+    /* A gap past the span's end, and an unknown version. */
+    const char past[] = { IDX_LENS_VERSION, (char)(64 << 1), 0 };
+    assert_int_equal(idx_lens_open(&it, past, sizeof past, 0, &err), 0);
+    assert_int_equal(idx_lens_next(&it, &more, &err), KVFTS_ECORRUPT);
+    const char v1[] = { 1, 1, 1 };
+    assert_int_equal(idx_lens_open(&it, v1, sizeof v1, 0, &err),
+                     KVFTS_ECORRUPT);
+    /* The encoder takes ids in order, inside the span. */
+    idx_doclen back[2] = { { 140, 0, 1 }, { 130, 0, 1 } };
+    assert_int_equal(idx_lens_encode(128, back, 2, lens, &enc, &err),
+                     KVFTS_ERROR);
+    idx_doclen out_of_span[1] = { { 192, 0, 1 } };
+    assert_int_equal(idx_lens_encode(128, out_of_span, 1, lens, &enc, &err),
+                     KVFTS_ERROR);
     free(out);
     /* Field records. */
     idx_field f = { 3, 63000, 4000000000ull }, g;
