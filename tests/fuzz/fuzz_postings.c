@@ -403,6 +403,7 @@ static void fuzz_records(uint32_t first, const char *rec, size_t len)
                   g.total_len == f.total_len);
         }
     }
+    kv_buf_free(&enc);
 
     const unsigned char *p = (const unsigned char *)rec, *end = p + len;
     uint64_t v;
