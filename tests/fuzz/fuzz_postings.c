@@ -253,7 +253,18 @@ static void fuzz_entry(idx_entry *e, const char *rec, size_t len)
             CHECK(e->blk == NULL);
         } else {
             CHECK(e->ndocs <= IDX_BLOCK_MAX);
-            CHECK(e->blk >= rec && e->blk + e->blk_len == rec + len);
+            if (e->nsmall) {
+                /* a compact entry: its block is made by the decode */
+                CHECK(e->nsmall == e->ndocs && e->nsmall <= IDX_SMALL_DOCS);
+                CHECK(e->blk == (const char *)e->sblk &&
+                      e->blk_len <= IDX_SMALL_BLK);
+                for (uint32_t k = 1; k < e->nsmall; k++)
+                    CHECK(e->sids[k] > e->sids[k - 1]);
+                CHECK(e->sids[0] == e->first &&
+                      e->sids[e->nsmall - 1] == e->last);
+            } else {
+                CHECK(e->blk >= rec && e->blk + e->blk_len == rec + len);
+            }
         }
     }
     /* The same after encode and decode. */
