@@ -489,15 +489,10 @@ static int stored_lens(checker *ck, uint32_t docid, kv_buf *span,
     if (rc || span->len == 0)
         return rc;
     idx_lens_it it;
-    bool more = true;
     rc = idx_lens_open(&it, span->data, span->len, base, ck->err);
-    while (!rc && more && !(rc = idx_lens_next(&it, &more, ck->err)) &&
-           more && it.docid <= docid)
-        if (it.docid == docid) {
-            *found = true;
-            return idx_lens_pairs(&it, have, nh, hcap, ck->err);
-        }
-    return rc;
+    if (!rc)
+        rc = idx_lens_seek(&it, docid, found, ck->err);
+    return rc || !*found ? rc : idx_lens_pairs(&it, have, nh, hcap, ck->err);
 }
 
 static int check_lengths(checker *ck)

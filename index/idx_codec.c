@@ -1830,6 +1830,20 @@ bad:
                      "%u", it->base);
 }
 
+int idx_lens_seek(idx_lens_it *it, uint32_t docid, bool *found, kv_err *err)
+{
+    bool more = true;
+    int rc = KVFTS_OK;
+    *found = false;
+    while (more && !(rc = idx_lens_next(it, &more, err)) && more &&
+           it->docid <= docid)
+        if (it->docid == docid) {
+            *found = true;
+            break;
+        }
+    return rc;
+}
+
 /* A varint idx_lens_next has read once already, so it ends in the buffer. */
 static uint32_t read_checked(const unsigned char **p)
 {

@@ -386,12 +386,17 @@ int idx_lens_open(idx_lens_it *it, const char *buf, size_t len, uint32_t base,
                   kv_err *err);
 /** The next document (*more false after the last). */
 int idx_lens_next(idx_lens_it *it, bool *more, kv_err *err);
+/** On to document docid (*found false: the record has none). */
+int idx_lens_seek(idx_lens_it *it, uint32_t docid, bool *found, kv_err *err);
 /** Length of field_id in a document idx_lens_next has read (0 if absent). */
 uint32_t idx_lens_field(const unsigned char *ids, const unsigned char *lens,
                         uint32_t n, uint32_t field_id);
-/** Call fn on every stored document's lengths, in id order. */
+/** Call fn on every stored document's lengths, in id order: of the whole
+ *  space (idx_lens_walk), or of one record (key k, value v). */
 typedef int (*idx_lens_fn)(void *arg, const idx_lens_it *it, kv_err *err);
 int idx_lens_walk(kv_txn *txn, idx_lens_fn fn, void *arg, kv_err *err);
+int idx_lens_span(const char *k, size_t kl, const char *v, size_t vl,
+                  idx_lens_fn fn, void *arg, kv_err *err);
 /** The current document's (field id, length) pairs into out (reset). */
 int idx_lens_pairs(const idx_lens_it *it, idx_len **out, uint32_t *n,
                    uint32_t *cap, kv_err *err);

@@ -2452,15 +2452,28 @@ int idx_doc_len(kv_txn *txn, uint32_t docid, uint32_t field_id,
         return KVFTS_OK;
     }
     idx_lens_it it;
-    bool more = true;
+    bool found = false;
     if (!rc)
         rc = idx_lens_open(&it, scratch->data, scratch->len, base, err);
-    while (!rc && more && !(rc = idx_lens_next(&it, &more, err)) && more &&
-           it.docid <= docid)
-        if (it.docid == docid) {
-            *len = idx_lens_field(it.ids, it.lens, it.n, field_id);
-            break;
-        }
+    if (!rc)
+        rc = idx_lens_seek(&it, docid, &found, err);
+    if (!rc && found)
+        *len = idx_lens_field(it.ids, it.lens, it.n, field_id);
+    return rc;
+}
+
+int idx_lens_span(const char *k, size_t kl, const char *v, size_t vl,
+                  idx_lens_fn fn, void *arg, kv_err *err)
+{
+    if (kl != 4)
+        return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
+                         "bytes", kl);
+    idx_lens_it it;
+    bool more = true;
+    int rc = idx_lens_open(&it, v, vl, kv_get_be32((const unsigned char *)k),
+                           err);
+    while (!rc && more && !(rc = idx_lens_next(&it, &more, err)) && more)
+        rc = fn(arg, &it, err);
     return rc;
 }
 
@@ -2473,16 +2486,7 @@ static int lens_span(void *payload, const char *k, size_t kl, const char *v,
                      size_t vl, kv_err *err)
 {
     struct lens_walk_arg *a = payload;
-    if (kl != 4)
-        return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
-                         "bytes", kl);
-    idx_lens_it it;
-    bool more = true;
-    int rc = idx_lens_open(&it, v, vl, kv_get_be32((const unsigned char *)k),
-                           err);
-    while (!rc && more && !(rc = idx_lens_next(&it, &more, err)) && more)
-        rc = a->fn(a->arg, &it, err);
-    return rc;
+    return idx_lens_span(k, kl, v, vl, a->fn, a->arg, err);
 }
 
 int idx_lens_walk(kv_txn *txn, idx_lens_fn fn, void *arg, kv_err *err)
@@ -2536,24 +2540,15 @@ void idx_lens_reader_close(idx_lens_reader *r)
     kv_free(r);
 }
 
-/* The documents of one span record onto the run. */
-static int run_push_span(idx_lens_reader *r, const char *k, size_t kl,
-                         const char *v, size_t vl, kv_err *err)
+/* A document of a span record onto the run. */
+static int run_push(void *arg, const idx_lens_it *it, kv_err *err)
 {
-    if (kl != 4)
-        return kv_seterr(err, KVFTS_ECORRUPT, "length record key of %zu "
-                         "bytes", kl);
-    idx_lens_it it;
-    bool more = true;
-    int rc = idx_lens_open(&it, v, vl, kv_get_be32((const unsigned char *)k),
-                           err);
-    while (!rc && more && !(rc = idx_lens_next(&it, &more, err)) && more) {
-        if (r->n == r->cap &&
-            (rc = idx__grow(&r->run, &r->cap, (uint64_t)r->n + 1,
-                            sizeof *r->run, err)) != 0)
-            break;
-        r->run[r->n++] = (lens_rec){ it.docid, it.n, it.ids, it.lens };
-    }
+    idx_lens_reader *r = arg;
+    int rc = r->n < r->cap ? KVFTS_OK
+             : idx__grow(&r->run, &r->cap, (uint64_t)r->n + 1,
+                         sizeof *r->run, err);
+    if (!rc)
+        r->run[r->n++] = (lens_rec){ it->docid, it->n, it->ids, it->lens };
     return rc;
 }
 
@@ -2568,7 +2563,7 @@ static int lens_read_next(idx_lens_reader *r, kv_err *err)
     const char *k, *v;
     size_t kl, vl;
     while (!rc && kv_bulk_next(&r->bulk, &k, &kl, &v, &vl))
-        rc = run_push_span(r, k, kl, v, vl, err);
+        rc = idx_lens_span(k, kl, v, vl, run_push, r, err);
     return rc;
 }
 
@@ -2588,7 +2583,7 @@ static int lens_seek(idx_lens_reader *r, uint32_t docid, kv_err *err)
     size_t kl, vl;
     kv_cursor_key(r->c, &k, &kl);
     kv_cursor_val(r->c, &v, &vl);
-    return run_push_span(r, k, kl, v, vl, err);
+    return idx_lens_span(k, kl, v, vl, run_push, r, err);
 }
 
 int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
