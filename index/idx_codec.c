@@ -480,24 +480,24 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
     if (idx_svb_size(tf, b->tfb, nv, true) != b->tfb)
         return corrupt_block(b, "term frequencies", err);
     idx_svb_decode_0124(tf, l->vtf, nv);
-    /* Checks and summaries in branch-free loops over local pointers (the
-     * compiler cannot keep l->... in registers across the stores). */
+    /* Checks and summaries in one branch-free pass over local pointers
+     * (the compiler cannot keep l->... in registers across the stores),
+     * which also sums the tfs: the positions' count, for decode_gaps. */
     const uint32_t *restrict vs = l->vstart, *restrict vcol = l->vcol;
     uint32_t *restrict vtf = l->vtf;
     bool bad = false;
-    uint32_t mtf = 0;
-    for (uint32_t v = 0; v < nv; v++) {
-        vtf[v]++;
-        bad |= vtf[v] == 0 || vtf[v] > UINT32_MAX / 8;
-    }
-    if (bad)
-        return corrupt_block(b, "view columns or term frequencies", err);
+    uint64_t npos = 0, most = 0;
     if (nv == n) {
         /* one view a document: its tf is the document's */
-        for (uint32_t v = 0; v < n; v++)
-            mtf = vtf[v] > mtf ? vtf[v] : mtf;
+        for (uint32_t v = 0; v < n; v++) {
+            uint32_t t = vtf[v] + 1;
+            bad |= vtf[v] >= UINT32_MAX / 8;    /* t 0 (wrapped) or huge */
+            vtf[v] = t;
+            npos += t;
+            most = t > most ? t : most;
+        }
     } else {
-        /* Flat loops over the views, not a loop per document (whose
+        /* Flat over the views, not a loop per document (whose
          * unpredictable lengths made this the hot part of decoding a
          * phrase's blocks): first[v] marks a document's first view;
          * columns ascend within a document, and a document's running
@@ -509,18 +509,23 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
         memset(first, 0, (size_t)nv);
         for (uint32_t i = 0; i < n; i++)
             first[vs[i]] = 1;
-        for (uint32_t v = 1; v < nv; v++)
-            bad |= !first[v] & (vcol[v] <= vcol[v - 1]);
-        uint64_t sum = 0, most = 0;
+        uint64_t sum = 0;
+        uint32_t prev = 0;
         for (uint32_t v = 0; v < nv; v++) {
-            sum = (first[v] ? 0 : sum) + vtf[v];
+            uint32_t t = vtf[v] + 1, c = vcol[v];
+            bad |= (vtf[v] >= UINT32_MAX / 8) | (!first[v] & (c <= prev));
+            vtf[v] = t;
+            prev = c;
+            npos += t;
+            sum = (first[v] ? 0 : sum) + t;
             most = sum > most ? sum : most;
         }
-        bad |= most > UINT32_MAX / 8;
-        mtf = (uint32_t)most;
     }
+    bad |= most > UINT32_MAX / 8 || npos > UINT32_MAX / 8;
     if (bad)
         return corrupt_block(b, "view columns or term frequencies", err);
+    uint32_t mtf = (uint32_t)most;
+    b->npos = (uint32_t)npos;
     if (mtf != b->max_tf)
         return corrupt_block(b, "block summary", err);
     b->decoded = IDX_DEC_VIEWS;
@@ -541,9 +546,7 @@ static int decode_gaps(idx_block *b, kv_err *err)
 {
     idx_plist *l = &b->l;
     const uint32_t nv = l->nv, n = l->n;
-    uint64_t npos = 0;
-    for (uint32_t v = 0; v < nv; v++)
-        npos += l->vtf[v];
+    uint64_t npos = b->npos;     /* the tfs' sum (decode_views) */
     const unsigned char *ps = b->tmp + b->idb + b->vcb + b->vxb + b->tfb;
     if (npos > UINT32_MAX / 8 ||
         idx_svb_size(ps, b->posb, (uint32_t)npos, false) != b->posb)
@@ -807,10 +810,10 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     l->ids[0] = first;
     if (h.n > 1)
         idx_svb_delta_decode(b->tmp, l->ids + 1, h.n - 1, first);
+    bool down = false;
     for (uint32_t i = 1; i < h.n; i++)
-        if (l->ids[i] <= l->ids[i - 1])
-            goto bad;
-    if (l->ids[h.n - 1] != first + h.span)
+        down |= l->ids[i] <= l->ids[i - 1];
+    if (down || l->ids[h.n - 1] != first + h.span)
         goto bad;
     l->n = h.n;
     l->nv = l->np = 0;

@@ -157,6 +157,7 @@ typedef struct idx_block {
     uint32_t pccap;
     uint8_t *first;        /* per view: a document's first (decode_views) */
     uint32_t fcap;
+    uint32_t npos;         /* the views' tfs summed (decode_views) */
 } idx_block;
 
 void idx_block_init(idx_block *b);
