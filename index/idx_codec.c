@@ -979,27 +979,30 @@ static size_t svb_small(const uint32_t *v, uint32_t n, bool z,
     return (size_t)(d - out);
 }
 
-/* The block a compact entry stands for (e->max_tf set), into e->sblk:
- * byte for byte what idx_block_encode makes of the same postings. */
-static void small_block(idx_entry *e, const small_post *sp, bool positions)
+/* The block a compact entry stands for (its postings and max_tf set in
+ * e), into e->sblk: byte for byte what idx_block_encode makes of the same
+ * postings. */
+static void small_block(idx_entry *e)
 {
     unsigned char st[IDX_SMALL_BLK];
-    uint32_t v[IDX_SMALL_DOCS];
-    for (uint32_t i = 1; i < sp->n; i++)
-        v[i - 1] = sp->ids[i] - sp->ids[i - 1];
-    size_t idb = svb_small(v, sp->n - 1, false, st);
-    for (uint32_t i = 0; i < sp->n; i++)
-        v[i] = sp->tf[i] - 1;
-    size_t tfb = svb_small(v, sp->n, true, st + idb);
-    size_t posb = positions ? svb_small(sp->gaps, sp->npos, false,
+    uint32_t v[IDX_SMALL_DOCS] = { 0 };
+    uint32_t n = e->nsmall;
+    bool positions = e->flags & IDX_E_POSITIONS;
+    for (uint32_t i = 1; i < n; i++)
+        v[i - 1] = e->sids[i] - e->sids[i - 1];
+    size_t idb = svb_small(v, n - 1, false, st);
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = e->stf[i] - 1;
+    size_t tfb = svb_small(v, n, true, st + idb);
+    size_t posb = positions ? svb_small(e->sgaps, e->snpos, false,
                                         st + idb + tfb) : 0;
     unsigned char *p = e->sblk;
     size_t k = 0;
     p[k++] = IDX_VERSION;
     p[k++] = (unsigned char)((positions ? IDX_B_POSITIONS : 0) |
                              IDX_B_ONEVIEW);
-    k += idx_varint_put(p + k, sp->n);
-    k += idx_varint_put(p + k, sp->ids[sp->n - 1] - sp->ids[0]);  /* span */
+    k += idx_varint_put(p + k, n);
+    k += idx_varint_put(p + k, e->sids[n - 1] - e->sids[0]);  /* span */
     k += idx_varint_put(p + k, e->max_tf);
     k += idx_varint_put(p + k, 1);          /* colmask: column index 0 */
     k += idx_varint_put(p + k, idb);
@@ -1012,9 +1015,15 @@ static void small_block(idx_entry *e, const small_post *sp, bool positions)
     e->blk_len = k + idb + tfb + posb;
 }
 
+void idx_entry_block(idx_entry *e)
+{
+    if (e->nsmall && !e->blk)
+        small_block(e);
+}
+
 static int small_decode(idx_entry *e, uint64_t flags,
                         const unsigned char *p, const unsigned char *end,
-                        size_t len, kv_err *err)
+                        size_t len, bool block, kv_err *err)
 {
     small_post sp;
     uint64_t cd, v;
@@ -1071,7 +1080,12 @@ static int small_decode(idx_entry *e, uint64_t flags,
     e->nsmall = sp.n;
     memcpy(e->sids, sp.ids, sizeof e->sids);
     memcpy(e->stf, sp.tf, sizeof e->stf);
-    small_block(e, &sp, positions);
+    e->snpos = sp.npos;
+    memcpy(e->sgaps, sp.gaps, sp.npos * sizeof *sp.gaps);
+    e->blk = NULL;
+    e->blk_len = 0;
+    if (block)
+        small_block(e);
     return KVFTS_OK;
 bad:
     return kv_seterr(err, KVFTS_ECORRUPT, "corrupt term entry (%zu bytes)",
@@ -1131,14 +1145,15 @@ static bool small_fits(const idx_entry *e, small_post *sp)
     return true;
 }
 
-int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err)
+static int entry_decode(idx_entry *e, const char *buf, size_t len,
+                        bool block, kv_err *err)
 {
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
     uint64_t flags, ncols;
     if (!idx_varint_get(&p, end, &flags))
         goto bad;
     if (flags & IDX_E_SMALL)
-        return small_decode(e, flags, p, end, len, err);
+        return small_decode(e, flags, p, end, len, block, err);
     if ((flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_EXTERNAL | IDX_E_DELS |
                              IDX_E_ONECOL)) ||
         !idx_varint_get(&p, end, &ncols) || ncols == 0 || ncols > len)
@@ -1223,9 +1238,23 @@ bad:
                      len);
 }
 
+int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err)
+{
+    return entry_decode(e, buf, len, true, err);
+}
+
+int idx_entry_decode_lazy(idx_entry *e, const char *buf, size_t len,
+                          kv_err *err)
+{
+    return entry_decode(e, buf, len, false, err);
+}
+
 int idx_entry_encode(const idx_entry *e, kv_buf *out, kv_err *err)
 {
     small_post sp;
+    if (e->ndocs && !(e->flags & IDX_E_EXTERNAL) && !e->blk)
+        return kv_seterr(err, KVFTS_ERROR, "term entry to encode without "
+                         "its block (idx_entry_block not called)");
     if (small_fits(e, &sp)) {
         bool pos = e->flags & IDX_E_POSITIONS;
         int rc = idx_buf_varint(out, IDX_E_SMALL | IDX_E_ONECOL |

@@ -246,11 +246,21 @@ typedef struct idx_entry {
      * for readers that want ids and tfs alone without decoding blk. */
     uint32_t nsmall;
     uint32_t sids[IDX_SMALL_DOCS], stf[IDX_SMALL_DOCS];
+    uint32_t snpos;        /* and its position gaps, from which */
+    uint32_t sgaps[IDX_SMALL_DOCS * IDX_SMALL_TF];  /* idx_entry_block
+                                                       makes its blk */
 } idx_entry;
 
 void idx_entry_init(idx_entry *e);
 void idx_entry_free(idx_entry *e);
 int idx_entry_decode(idx_entry *e, const char *buf, size_t len, kv_err *err);
+/** The same, but a compact entry's block is not made (blk NULL) until
+ *  idx_entry_block: for readers of nsmall/sids/stf (a prefix's expansion,
+ *  counts of a dictionary walk). */
+int idx_entry_decode_lazy(idx_entry *e, const char *buf, size_t len,
+                          kv_err *err);
+/** Make a lazily decoded compact entry's blk (no-op otherwise). */
+void idx_entry_block(idx_entry *e);
 /** Encode @p e (cols, df, ndelc, counts, dels, inline block or external
  *  summary) appended to @p out. */
 int idx_entry_encode(const idx_entry *e, kv_buf *out, kv_err *err);

@@ -1832,7 +1832,8 @@ static int dict_next(dict_walk *d, kv_err *err)
     while (!d->end) {
         int rc = idx_chunk_next(&d->it, err);
         if (rc == KVFTS_OK)
-            return idx_entry_decode(&d->e, d->it.body, d->it.body_len, err);
+            return idx_entry_decode_lazy(&d->e, d->it.body, d->it.body_len,
+                                         err);
         if (rc != KVFTS_ITEROVER)
             return rc;
         rc = dict_load(d, kv_cursor_next(d->c, err), err);
@@ -2351,6 +2352,7 @@ int idx_seg_walk_next(idx_seg_walk *w, const char **term, size_t *tlen,
         return KVFTS_ITEROVER;
     *term = w->d.it.term.data;
     *tlen = w->d.it.term.len;
+    idx_entry_block(&w->d.e);     /* a merge reads it */
     *e = &w->d.e;
     *ord = w->d.it.ord;
     return KVFTS_OK;

@@ -267,6 +267,17 @@ static void fuzz_entry(idx_entry *e, const char *rec, size_t len)
             }
         }
     }
+    /* Decoded lazily, the same entry once its block is made. */
+    idx_entry lazy;
+    idx_entry_init(&lazy);
+    rc = idx_entry_decode_lazy(&lazy, rec, len, &err);
+    CHECK(rc == KVFTS_OK || rc == KVFTS_ENOMEM);
+    if (!rc) {
+        CHECK(lazy.nsmall == e->nsmall);
+        idx_entry_block(&lazy);
+        check_same_entry(e, &lazy);
+    }
+    idx_entry_free(&lazy);
     /* The same after encode and decode. */
     kv_buf enc = KV_BUF_INIT;
     idx_entry again;

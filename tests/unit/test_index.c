@@ -817,6 +817,24 @@ static void test_entry_small(void **state)
                                                       IDX_DEC_POS, &err), 0);
                     assert_same_docs(&l, 0, n, &b.l, IDX_DEC_POS);
                     idx_block_free(&b);
+                    /* Decoded lazily: the postings at once, the block
+                     * (the same bytes) when asked; no encode before. */
+                    idx_entry z;
+                    idx_entry_init(&z);
+                    assert_int_equal(idx_entry_decode_lazy(&z, enc.data,
+                                                           enc.len, &err), 0);
+                    assert_int_equal(z.nsmall, compact ? n : 0);
+                    for (uint32_t i = 0; i < z.nsmall; i++)
+                        assert_int_equal(z.sids[i], l.ids[i]);
+                    if (compact) {
+                        assert_null(z.blk);
+                        kv_buf_reset(&scratch);
+                        assert_int_equal(idx_entry_encode(&z, &scratch,
+                                                          &err), KVFTS_ERROR);
+                    }
+                    idx_entry_block(&z);
+                    assert_same_entry(&d, &z);
+                    idx_entry_free(&z);
                     idx_entry_free(&d);
                     if (c != 1 || t == 1)     /* (each is slow) */
                         entry_case(&e, &accepted);
