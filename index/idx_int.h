@@ -437,6 +437,8 @@ typedef struct strtab {
 /** Grow array *pp (elements of @p elem bytes) to hold @p need. */
 int idx__grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
               kv_err *err);
+/** qsort order of uint32_t values. */
+int idx__u32_cmp(const void *a, const void *b);
 bool idx__strtab_has(const strtab *t, const char *s, size_t n);
 /** The id of s, if present. */
 bool idx__strtab_get(const strtab *t, const char *s, size_t n, uint32_t *id);

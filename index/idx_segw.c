@@ -447,12 +447,6 @@ static void termw_free(termw *t)
     kv_free(t->cur);
 }
 
-static int u32_cmp(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static uint32_t table_index(const termw *t, uint32_t col)
 {
     uint32_t lo = 0, hi = t->ntab;
@@ -557,7 +551,7 @@ static uint32_t distinct_cols(uint32_t *table, const uint32_t *a, uint32_t na,
             memcpy(table, a, (size_t)na * 4);
         if (nb)
             memcpy(table + na, b, (size_t)nb * 4);
-        qsort(table, (size_t)na + nb, 4, u32_cmp);
+        qsort(table, (size_t)na + nb, 4, idx__u32_cmp);
         u = 0;
         for (uint64_t k = 0; k < (uint64_t)na + nb; k++)
             if (u == 0 || table[k] != table[u - 1])

@@ -15,6 +15,12 @@
 
 /* ---- growable arrays ---------------------------------------------------- */
 
+int idx__u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 uint32_t idx_gallop(const uint32_t *a, uint32_t from, uint32_t n,
                     uint32_t x)
 {

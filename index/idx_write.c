@@ -630,12 +630,6 @@ static int doclen_cmp(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-static int u32_cmp(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Document docid with pairs l[0..n) onto the span's list. */
 static int span_push(lens_flush *f, uint32_t docid, const idx_len *l,
                      uint32_t n, kv_err *err)
@@ -763,7 +757,7 @@ static int lens_write(idx_writer *w, kv_txn *txn, idx_shard **shards,
     if (!rc && f.nadd > 1)
         qsort(f.add, f.nadd, sizeof *f.add, doclen_cmp);
     if (!rc && f.ndel > 1)
-        qsort(f.del, f.ndel, sizeof *f.del, u32_cmp);
+        qsort(f.del, f.ndel, sizeof *f.del, idx__u32_cmp);
     uint32_t ia = 0, id = 0;
     while (!rc && (ia < f.nadd || id < f.ndel)) {
         uint32_t base = UINT32_MAX;
