@@ -2049,7 +2049,6 @@ typedef struct prefix_ctx {
     uint32_t selcap;
 } prefix_ctx;
 
-/* Call each(id, tf) for the selected postings of block b. */
 /* One posting of the expansion: to fn, or collected. */
 static int emit_posting(prefix_ctx *c, uint32_t rank, uint32_t id,
                         uint32_t tf, idx_posting_fn fn, void *payload,
@@ -2064,6 +2063,7 @@ static int emit_posting(prefix_ctx *c, uint32_t rank, uint32_t id,
     return rc;
 }
 
+/* Call each(id, tf) for the selected postings of block b. */
 static int block_postings(prefix_ctx *c, const idx_entry *e, bool filter,
                           uint32_t rank, idx_posting_fn fn, void *payload,
                           uint32_t term, uint64_t df, bool collect,
