@@ -465,36 +465,6 @@ static int count_lens(void *arg, const idx_lens_it *it, kv_err *err)
     return KVFTS_OK;
 }
 
-/* The stored pairs of docid into *have (*nh 0 and *found false when it has
- * no record); span holds its span's record, read once per span. */
-static int stored_lens(checker *ck, uint32_t docid, kv_buf *span,
-                       uint32_t *span_base, bool *found, idx_len **have,
-                       uint32_t *nh, uint32_t *hcap)
-{
-    uint32_t base = idx_lens_base(docid);
-    int rc = KVFTS_OK;
-    *found = false;
-    *nh = 0;
-    if (base != *span_base) {
-        unsigned char id[4];
-        kv_put_be32(id, base);
-        rc = kv_get(ck->txn, KV_DOCLENS, id, 4, span, false, ck->err);
-        if (rc == KVFTS_ENOTFOUND) {
-            kv_err_clear(ck->err);
-            kv_buf_reset(span);
-            rc = KVFTS_OK;
-        }
-        *span_base = base;
-    }
-    if (rc || span->len == 0)
-        return rc;
-    idx_lens_it it;
-    rc = idx_lens_open(&it, span->data, span->len, base, ck->err);
-    if (!rc)
-        rc = idx_lens_seek(&it, docid, found, ck->err);
-    return rc || !*found ? rc : idx_lens_pairs(&it, have, nh, hcap, ck->err);
-}
-
 static int check_lengths(checker *ck)
 {
     const idx_doclen *docs;
@@ -517,8 +487,11 @@ static int check_lengths(checker *ck)
                                  lens[docs[i].off + k].len };
         qsort(want, n, sizeof *want, len_cmp);
         bool found;
-        rc = stored_lens(ck, docid, &span, &span_base, &found, &have, &nh,
-                         &hcap);
+        idx_lens_it it;
+        rc = idx_lens_lookup(ck->txn, docid, &span, &span_base, &it, &found,
+                             ck->err);
+        if (!rc && found)
+            rc = idx_lens_pairs(&it, &have, &nh, &hcap, ck->err);
         if (rc)
             break;
         if (!found) {

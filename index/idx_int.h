@@ -402,6 +402,12 @@ int idx_lens_seek(idx_lens_it *it, uint32_t docid, bool *found, kv_err *err);
 /** Length of field_id in a document idx_lens_next has read (0 if absent). */
 uint32_t idx_lens_field(const unsigned char *ids, const unsigned char *lens,
                         uint32_t n, uint32_t field_id);
+/** Document docid's entry, *it on it (*found false: none).  *span holds
+ *  the record of span *span_base, read again only when docid is in another
+ *  (a *span_base of 1 is no span's: read). */
+int idx_lens_lookup(kv_txn *txn, uint32_t docid, kv_buf *span,
+                    uint32_t *span_base, idx_lens_it *it, bool *found,
+                    kv_err *err);
 /** Call fn on every stored document's lengths, in id order: of the whole
  *  space (idx_lens_walk), or of one record (key k, value v). */
 typedef int (*idx_lens_fn)(void *arg, const idx_lens_it *it, kv_err *err);

@@ -2439,26 +2439,44 @@ int idx_field_id(kv_txn *txn, const char *field, size_t flen, uint32_t *id,
     return rc;
 }
 
+int idx_lens_lookup(kv_txn *txn, uint32_t docid, kv_buf *span,
+                    uint32_t *span_base, idx_lens_it *it, bool *found,
+                    kv_err *err)
+{
+    uint32_t base = idx_lens_base(docid);
+    int rc = KVFTS_OK;
+    *found = false;
+    if (base != *span_base) {
+        unsigned char key[4];
+        kv_put_be32(key, base);
+        rc = kv_get(txn, KV_DOCLENS, key, 4, span, false, err);
+        if (rc == KVFTS_ENOTFOUND) {      /* no document of the span */
+            kv_err_clear(err);
+            kv_buf_reset(span);
+            rc = KVFTS_OK;
+        } else if (!rc && span->len == 0) {
+            rc = idx_lens_open(it, span->data, 0, base, err);  /* refused */
+        }
+        if (rc)
+            return rc;
+        *span_base = base;
+    }
+    if (span->len == 0)
+        return KVFTS_OK;
+    rc = idx_lens_open(it, span->data, span->len, base, err);
+    return rc ? rc : idx_lens_seek(it, docid, found, err);
+}
+
 int idx_doc_len(kv_txn *txn, uint32_t docid, uint32_t field_id,
                 kv_buf *scratch, uint32_t *len, kv_err *err)
 {
     *len = 0;
     if (field_id == 0)
         return KVFTS_OK;
-    unsigned char id[4];
-    uint32_t base = idx_lens_base(docid);
-    kv_put_be32(id, base);
-    int rc = kv_get(txn, KV_DOCLENS, id, 4, scratch, false, err);
-    if (rc == KVFTS_ENOTFOUND) {
-        kv_err_clear(err);
-        return KVFTS_OK;
-    }
+    uint32_t none = 1;          /* no span's base: they are multiples of 64 */
     idx_lens_it it;
-    bool found = false;
-    if (!rc)
-        rc = idx_lens_open(&it, scratch->data, scratch->len, base, err);
-    if (!rc)
-        rc = idx_lens_seek(&it, docid, &found, err);
+    bool found;
+    int rc = idx_lens_lookup(txn, docid, scratch, &none, &it, &found, err);
     if (!rc && found)
         *len = idx_lens_field(it.ids, it.lens, it.n, field_id);
     return rc;
