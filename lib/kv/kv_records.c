@@ -676,8 +676,8 @@ static struct kv_seq_cache *seq_cache(kv_txn *txn, kv_space space,
  * transaction ends are skipped: a sequence promises values that increase,
  * not values without gaps, and the runs grow only as they are used, so at
  * most half of what a transaction reserves goes unused. */
-static int seq_next_in(kv_txn *txn, kv_space space, const char *name,
-                       uint64_t max, uint64_t *out, kv_err *err)
+int kv_seq_next_in(kv_txn *txn, kv_space space, const char *name,
+                   uint64_t max, uint64_t *out, kv_err *err)
 {
     struct kv_seq_cache *c = seq_cache(txn, space, name);
     if (c && c->next && c->next <= c->end) {
@@ -705,18 +705,12 @@ static int seq_next_in(kv_txn *txn, kv_space space, const char *name,
 int kv_seq_next_max(kv_txn *txn, const char *name, uint64_t max,
                     uint64_t *out, kv_err *err)
 {
-    return seq_next_in(txn, KV_META, name, max, out, err);
+    return kv_seq_next_in(txn, KV_META, name, max, out, err);
 }
 
 int kv_seq_next(kv_txn *txn, const char *name, uint64_t *out, kv_err *err)
 {
-    return seq_next_in(txn, KV_META, name, UINT64_MAX, out, err);
-}
-
-int kv_seq_next_in(kv_txn *txn, kv_space space, const char *name,
-                   uint64_t max, uint64_t *out, kv_err *err)
-{
-    return seq_next_in(txn, space, name, max, out, err);
+    return kv_seq_next_in(txn, KV_META, name, UINT64_MAX, out, err);
 }
 
 int kv_seq_room(kv_txn *txn, const char *name, uint64_t max, bool *room,
