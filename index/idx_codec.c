@@ -1021,15 +1021,17 @@ void idx_entry_block(idx_entry *e)
         small_block(e);
 }
 
+/* A compact entry's postings, parsed straight into e->sids, stf and sgaps
+ * (e->nsmall stays 0 unless the whole record is good). */
 static int small_decode(idx_entry *e, uint64_t flags,
                         const unsigned char *p, const unsigned char *end,
                         size_t len, bool block, kv_err *err)
 {
-    small_post sp;
     uint64_t cd, v;
     bool positions = flags & IDX_E_POSITIONS;
-    sp.n = (uint32_t)(flags >> IDX_E_SMALL_SHIFT) + 1;
-    sp.npos = 0;
+    uint32_t n = (uint32_t)(flags >> IDX_E_SMALL_SHIFT) + 1;
+    e->nsmall = 0;
+    e->snpos = 0;
     if ((flags & ~(uint64_t)(IDX_E_POSITIONS | IDX_E_ONECOL | IDX_E_SMALL |
                              (uint64_t)(IDX_SMALL_DOCS - 1)
                                  << IDX_E_SMALL_SHIFT)) ||
@@ -1037,21 +1039,23 @@ static int small_decode(idx_entry *e, uint64_t flags,
         !idx_varint_get(&p, end, &cd) || (cd >> 1) > UINT32_MAX)
         goto bad;
     uint64_t id = 0;
-    for (uint32_t i = 0; i < sp.n; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         if (!idx_varint_get(&p, end, &v) || v == 0 || v > UINT32_MAX - id)
             goto bad;
         id += v;
-        sp.ids[i] = (uint32_t)id;
+        e->sids[i] = (uint32_t)id;
     }
-    for (uint32_t i = 0; i < sp.n; i++) {
+    uint32_t max_tf = 0;
+    for (uint32_t i = 0; i < n; i++) {
         if (!idx_varint_get(&p, end, &v) || v >= IDX_SMALL_TF)
             goto bad;
-        sp.tf[i] = (uint32_t)v + 1;
+        e->stf[i] = (uint32_t)v + 1;
+        max_tf = e->stf[i] > max_tf ? e->stf[i] : max_tf;
         uint64_t at = 0;
-        for (uint32_t j = 0; positions && j < sp.tf[i]; j++) {
+        for (uint32_t j = 0; positions && j < e->stf[i]; j++) {
             if (!idx_varint_get(&p, end, &v) || v > UINT32_MAX - at)
                 goto bad;
-            sp.gaps[sp.npos++] = (uint32_t)v;
+            e->sgaps[e->snpos++] = (uint32_t)v;
             at += v;
         }
     }
@@ -1063,25 +1067,18 @@ static int small_decode(idx_entry *e, uint64_t flags,
     e->flags = (uint32_t)(flags & (IDX_E_POSITIONS | IDX_E_ONECOL));
     e->ncols = 1;
     e->cols[0] = (uint32_t)(cd >> 1);
-    e->ndocs = sp.n;
-    e->df_all = (cd & 1) ? sp.n : 0;
-    e->df[0] = sp.n;
+    e->ndocs = n;
+    e->df_all = (cd & 1) ? n : 0;
+    e->df[0] = n;
     e->ndel = e->ndel_all = 0;
     e->ndelc[0] = 0;
     e->dels = NULL;
     e->dels_len = 0;
-    e->first = sp.ids[0];
-    e->last = sp.ids[sp.n - 1];
-    e->max_tf = 0;
-    for (uint32_t i = 0; i < sp.n; i++)
-        if (sp.tf[i] > e->max_tf)
-            e->max_tf = sp.tf[i];
+    e->first = e->sids[0];
+    e->last = e->sids[n - 1];
+    e->max_tf = max_tf;
     e->nblocks = 0;
-    e->nsmall = sp.n;
-    memcpy(e->sids, sp.ids, sizeof e->sids);
-    memcpy(e->stf, sp.tf, sizeof e->stf);
-    e->snpos = sp.npos;
-    memcpy(e->sgaps, sp.gaps, sp.npos * sizeof *sp.gaps);
+    e->nsmall = n;
     e->blk = NULL;
     e->blk_len = 0;
     if (block)
