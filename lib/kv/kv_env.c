@@ -638,9 +638,8 @@ static int home_path(shared_env *sh, const reg_head *h, kv_err *err)
     return KVFTS_OK;
 }
 
-/* Remove a home of SHM_DIR: the region and freezer files Berkeley DB
- * left in it (__db.*), its owner file, and itself. */
-static void shm_dir_remove(const char *home)
+/* Unlink the region and freezer files Berkeley DB left at home (__db.*). */
+static void region_files_unlink(const char *home)
 {
     char p[PATH_MAX + 32];
     DIR *h = opendir(home);
@@ -651,20 +650,76 @@ static void shm_dir_remove(const char *home)
             unlink(p);
     if (h)
         closedir(h);
+}
+
+/* Remove a home of SHM_DIR: its region and freezer files, its owner file,
+ * and itself. */
+static void shm_dir_remove(const char *home)
+{
+    char p[PATH_MAX + 32];
+    region_files_unlink(home);
     if (snprintf(p, sizeof p, "%s/%s", home, OWNER_FILE) < (int)sizeof p)
         unlink(p);
     rmdir(home);
 }
 
+/* Berkeley DB's environment region (__db.001) begins with its magic number
+ * -- "these fields must never change in order" (dbinc/region.h) -- which
+ * the process making the regions writes last (__env_turn_on). */
+#define BDB_REGION_MAGIC 0x120897u
+
+/* True if home holds regions that were never finished: a __db.001 too
+ * short for the magic number or without it.  Berkeley DB's own open and
+ * remove wait for such regions to be finished, three times, 3 + 6 + 9 s,
+ * before giving up on them (BDB1546), so an open that ran into them took
+ * 36 s.  Regions are made only with the door held, so a caller holding it
+ * knows their maker died making them: nobody will finish them. */
+static bool regions_half_made(const char *home)
+{
+    char p[PATH_MAX + 16];
+    if (snprintf(p, sizeof p, "%s/__db.001", home) >= (int)sizeof p)
+        return false;
+    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return false;
+    uint32_t magic = 0;
+    ssize_t n = pread(fd, &magic, sizeof magic, 0);
+    close(fd);
+    return n != (ssize_t)sizeof magic || magic != BDB_REGION_MAGIC;
+}
+
+/* Discard half-made regions: set their panic flag (the word after the
+ * magic), as Berkeley DB's remove does, should anything be attached after
+ * all, and unlink them. */
+static void regions_discard(const char *home)
+{
+    char p[PATH_MAX + 16];
+    int fd = snprintf(p, sizeof p, "%s/__db.001", home) < (int)sizeof p
+                 ? open(p, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= 8) {
+        uint32_t panic = 1;
+        if (pwrite(fd, &panic, sizeof panic, 4) != (ssize_t)sizeof panic)
+            panic = 0;      /* unlinked all the same */
+    }
+    if (fd >= 0)
+        close(fd);
+    region_files_unlink(home);
+}
+
 /* Remove the regions (and freezer files) of the environment at home, and
- * the home itself when it is a directory of SHM_DIR. */
+ * the home itself when it is a directory of SHM_DIR.  Finished regions go
+ * through Berkeley DB's remove, which marks them dead for any process
+ * still attached; half-made ones nobody can be attached to are unlinked. */
 static void home_remove(const char *home, bool shm)
 {
     DB_ENV *e = NULL;
     struct stat st;
     if (stat(home, &st) != 0)
         return;
-    if (db_env_create(&e, 0) == 0) {
+    if (regions_half_made(home)) {
+        regions_discard(home);
+    } else if (db_env_create(&e, 0) == 0) {
         e->set_errcall(e, kv__on_bdb_error);
         e->remove(e, home, DB_FORCE);
     }
@@ -1128,7 +1183,12 @@ static int inst_open(shared_env *sh, bool create, bool recover,
     pthread_cond_init(&in->wd_cv, NULL);
     atomic_init(&in->wrote, false);
     atomic_init(&in->panicked, false);
-    if (recover) {
+    if (regions_half_made(sh->home)) {
+        /* Their maker died making them (the door is held): nobody is
+         * attached to them, and recovery makes them again. */
+        regions_discard(sh->home);
+        recover = true;
+    } else if (recover) {
         /* Panics the old regions for any survivor (they reopen) and
          * removes them: recovery rebuilds them from the log. */
         DB_ENV *old = NULL;
