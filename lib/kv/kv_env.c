@@ -1980,9 +1980,17 @@ static int txn_run(kv_env *e, bool write, bool lazy, kv_txn_fn fn,
         int rc = txn_begin(&t, e, write, lazy && attempt == 0, err);
         if (rc == KVFTS_OK) {
             rc = fn(t, payload, err);
-            if (rc == KVFTS_OK)
-                return kv_txn_commit(t, err);
-            kv_txn_abort(t);
+            if (rc == KVFTS_OK) {
+                /* A read whose end meets another process's recovery (the
+                 * environment was panicked meanwhile) reads again, in the
+                 * recovered environment; whether a write's commit landed
+                 * then is not known here, so a write reports it. */
+                rc = kv_txn_commit(t, err);
+                if (rc != KV_RETRY || write)
+                    return rc;
+            } else {
+                kv_txn_abort(t);
+            }
         }
         if (rc != KV_RETRY)
             return rc;
