@@ -158,7 +158,7 @@ while [ $KILLED -lt $KILLS ]; do
     expect_exit 0 kv check
     expect_stdout_contains '"ok":true,"differences":0'
     expect_exit 0 kv search 'w3 v5' --count
-    expect_stdout "{\"count\":$(( (TOTAL - 38) / 77 + 1 ))}"
+    expect_stdout "{\"total\":$(( (TOTAL - 38) / 77 + 1 ))}"
 done
 echo "$T_NAME: $KILLED readers killed during $round loads, $(($(now_ms) - t0)) ms" >&2
 
