@@ -122,6 +122,17 @@ static bool is_corruption(const char *msg)
     return false;
 }
 
+/* Berkeley DB's informational messages: failchk's "Freeing read locks for
+ * locker ..." and "Aborting txn ..." for a dead process, among others.
+ * Without a handler Berkeley DB writes them to the process's stdout, into
+ * the output of whatever command opened the database after a crash (JSON
+ * that no longer parses).  They report cleanup, not errors: dropped. */
+void kv__on_bdb_msg(const DB_ENV *dbenv, const char *msg)
+{
+    (void)dbenv;
+    (void)msg;
+}
+
 void kv__on_bdb_error(const DB_ENV *dbenv, const char *pfx, const char *msg)
 {
     (void)dbenv;

@@ -721,6 +721,7 @@ static void home_remove(const char *home, bool shm)
         regions_discard(home);
     } else if (db_env_create(&e, 0) == 0) {
         e->set_errcall(e, kv__on_bdb_error);
+        e->set_msgcall(e, kv__on_bdb_msg);
         e->remove(e, home, DB_FORCE);
     }
     if (shm)
@@ -1125,6 +1126,7 @@ static int env_create(shared_env *sh, uint64_t cache, DB_ENV **out,
                          db_strerror(ret));
     env->app_private = sh;
     env->set_errcall(env, kv__on_bdb_error);
+    env->set_msgcall(env, kv__on_bdb_msg);
     env->set_cachesize(env, (u_int32_t)(cache >> 30),
                        (u_int32_t)(cache & ((1u << 30) - 1)), 1);
     env->set_lk_detect(env, DB_LOCK_DEFAULT);
@@ -1194,6 +1196,7 @@ static int inst_open(shared_env *sh, bool create, bool recover,
         DB_ENV *old = NULL;
         if (db_env_create(&old, 0) == 0) {
             old->set_errcall(old, kv__on_bdb_error);
+            old->set_msgcall(old, kv__on_bdb_msg);
             old->remove(old, sh->home, DB_FORCE);
         }
         if (sh->home_shm)

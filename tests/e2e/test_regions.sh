@@ -18,7 +18,11 @@
 #     __db.001 without Berkeley DB's magic number) are discarded and the
 #     database recovered at once, both by a first open and by an open
 #     beside a live process -- not after Berkeley DB's own 18 s of waiting
-#     for them to be finished, twice (36 s).
+#     for them to be finished, twice (36 s);
+#   - the next open after a writer was killed beside a live one (Berkeley
+#     DB's failchk: the dead writer's transaction aborted, its locks freed)
+#     prints only its own output: failchk's messages ("Freeing read locks
+#     for locker ...") went to its stdout, ahead of the JSON.
 . "$(dirname "$0")/lib.sh"
 
 : "${KVFTS_TEST_HELPER:?KVFTS_TEST_HELPER must name kvfts_test_helper}"
@@ -129,6 +133,25 @@ timed_get() {
     [ $ms -lt 10000 ] || fail "$2: the open took $ms ms"
     pass
 }
+
+# A writer killed holding its transaction while another waits for it: the
+# next open cleans up after it and prints its document and nothing else.
+expect_exit 0 kv init "$T_DIR/dead"
+expect_exit 0 kv -d "$T_DIR/dead" put doc::1 '{"t":"committed"}'
+hold dead 60
+DEAD_PID=$HOLD_PID
+"$H" hold "$T_DIR/dead" waiter 2 >"$T_DIR/waiter.out" 2>&1 &
+WAITER_PID=$!
+track_pid $WAITER_PID
+sleep 0.5
+kill -9 $DEAD_PID
+wait $DEAD_PID 2>/dev/null
+expect_exit 0 kv -d "$T_DIR/dead" get doc::1
+expect_stdout '{"key":"doc::1","cas":1,"doc":{"t":"committed"}}'
+wait $WAITER_PID
+expect_eq "the writer that waited for the killed one commits (helper exit)" $? 0
+expect_exit 0 kv -d "$T_DIR/dead" get waiter
+expect_stdout_contains '"doc":{}'
 
 # Half made, found by the first open (no process has the database open).
 expect_exit 0 kv init "$T_DIR/half"
