@@ -1089,6 +1089,14 @@ static void inst_free(bdb_inst *in)
     kv_free(in);
 }
 
+/* Instances whose environment panicked (another process recovered it, or
+ * a damaged page): Berkeley DB refuses every call there, DB->close and
+ * DB_ENV->close included, so their handles cannot be freed.  They are
+ * kept here, reachable, until the process exits: one per recovery the
+ * process lives through. */
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static bdb_inst *kept_panicked;   /* (kept_mu) */
+
 /* Close an instance: its databases, then the environment.  @p checkpoint:
  * flush every dirty page first (the last process, or one that wrote). */
 static void inst_close(bdb_inst *in, bool checkpoint)
@@ -1096,6 +1104,13 @@ static void inst_close(bdb_inst *in, bool checkpoint)
     if (!in)
         return;
     watchdog_stop(in);
+    if (atomic_load(&in->panicked)) {
+        pthread_mutex_lock(&kept_mu);
+        in->next_kept = kept_panicked;
+        kept_panicked = in;
+        pthread_mutex_unlock(&kept_mu);
+        return;
+    }
     if (in->env && in->db[KV_META] && checkpoint) {
         in->env->txn_checkpoint(in->env, 0, 0, DB_FORCE);
         char **list = NULL;

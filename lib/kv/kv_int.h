@@ -53,6 +53,7 @@ typedef struct bdb_inst {
     size_t nparts, partcap;
     uint64_t kept;               /* hash of the last list kv_parts_retain() got */
     bool kept_set;
+    struct bdb_inst *next_kept;  /* in the list of panicked ones (kv_env.c) */
 } bdb_inst;
 
 /* A directory open in this process, shared by its handles. */
