@@ -1090,9 +1090,9 @@ static void inst_free(bdb_inst *in)
 }
 
 /* Instances whose environment panicked (another process recovered it, or
- * a damaged page): Berkeley DB refuses every call there, DB->close and
- * DB_ENV->close included, so their handles cannot be freed.  They are
- * kept here, reachable, until the process exits: one per recovery the
+ * a damaged page): Berkeley DB refuses calls there, DB->close included,
+ * so their handles cannot be freed (LeakSanitizer found them lost).  They
+ * are kept here, reachable, until the process exits: one per recovery the
  * process lives through. */
 static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
 static bdb_inst *kept_panicked;   /* (kept_mu) */

@@ -163,6 +163,7 @@ int kv__txn_live(kv_txn *t, kv_err *err);
 void kv__snapshot_pin(bdb_inst *in, DB_TXN *txn);
 /** Berkeley DB's error callback: keeps the message per thread. */
 void kv__on_bdb_error(const DB_ENV *dbenv, const char *pfx, const char *msg);
+/** Berkeley DB's message callback: drops its informational messages. */
 void kv__on_bdb_msg(const DB_ENV *dbenv, const char *msg);
 /** This thread's last Berkeley DB message, and first damaged-page one. */
 char *kv__bdb_msg(void);
