@@ -697,26 +697,23 @@ static void regions_discard(const char *home)
     int fd = snprintf(p, sizeof p, "%s/__db.001", home) < (int)sizeof p
                  ? open(p, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= 8) {
-        uint32_t panic = 1;
-        if (pwrite(fd, &panic, sizeof panic, 4) != (ssize_t)sizeof panic)
-            panic = 0;      /* unlinked all the same */
+    uint32_t panic = 1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= 8 &&
+        pwrite(fd, &panic, sizeof panic, 4) != (ssize_t)sizeof panic) {
+        /* unlinked all the same */
     }
     if (fd >= 0)
         close(fd);
     region_files_unlink(home);
 }
 
-/* Remove the regions (and freezer files) of the environment at home, and
- * the home itself when it is a directory of SHM_DIR.  Finished regions go
- * through Berkeley DB's remove, which marks them dead for any process
- * still attached; half-made ones nobody can be attached to are unlinked. */
-static void home_remove(const char *home, bool shm)
+/* Remove the regions (and freezer files) of the environment at home.
+ * Finished regions go through Berkeley DB's remove, which marks them dead
+ * for any process still attached (they reopen); half-made ones nobody can
+ * be attached to are unlinked. */
+static void regions_remove(const char *home)
 {
     DB_ENV *e = NULL;
-    struct stat st;
-    if (stat(home, &st) != 0)
-        return;
     if (regions_half_made(home)) {
         regions_discard(home);
     } else if (db_env_create(&e, 0) == 0) {
@@ -724,6 +721,16 @@ static void home_remove(const char *home, bool shm)
         e->set_msgcall(e, kv__on_bdb_msg);
         e->remove(e, home, DB_FORCE);
     }
+}
+
+/* Remove the regions at home, and the home itself when it is a directory
+ * of SHM_DIR. */
+static void home_remove(const char *home, bool shm)
+{
+    struct stat st;
+    if (stat(home, &st) != 0)
+        return;
+    regions_remove(home);
     if (shm)
         shm_dir_remove(home);
 }
@@ -1200,20 +1207,12 @@ static int inst_open(shared_env *sh, bool create, bool recover,
     pthread_cond_init(&in->wd_cv, NULL);
     atomic_init(&in->wrote, false);
     atomic_init(&in->panicked, false);
-    if (regions_half_made(sh->home)) {
-        /* Their maker died making them (the door is held): nobody is
-         * attached to them, and recovery makes them again. */
-        regions_discard(sh->home);
+    /* Half-made regions: their maker died making them (the door is held),
+     * and nobody will finish them.  Those and the old regions of a
+     * recovery are removed; recovery rebuilds them from the log. */
+    if (recover || regions_half_made(sh->home)) {
+        regions_remove(sh->home);
         recover = true;
-    } else if (recover) {
-        /* Panics the old regions for any survivor (they reopen) and
-         * removes them: recovery rebuilds them from the log. */
-        DB_ENV *old = NULL;
-        if (db_env_create(&old, 0) == 0) {
-            old->set_errcall(old, kv__on_bdb_error);
-            old->set_msgcall(old, kv__on_bdb_msg);
-            old->remove(old, sh->home, DB_FORCE);
-        }
         if (sh->home_shm)
             mkdir(sh->home, 0700);
     }
