@@ -45,7 +45,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define BATCH_RETRIES 50
 /* Merge work after a single write, and after a batch's commit: a step
  * writes at most API_MERGE_STEP_BYTES; after a batch, at most as many steps
  * as the batch had megabytes of buffered index (so merging keeps pace with
@@ -606,8 +605,10 @@ static int batch_fail(kvfts_batch *b, int rc, kv_err *err)
 {
     size_t lost = b->pending;
     batch_rollback(b);
-    if (rc == KV_RETRY)
-        kv_seterr(err, KVFTS_EBUSY, "deadlock persisted");
+    if (rc == KV_RETRY) {         /* kv_retry_next gave up */
+        kv_err_prefix(err, "retries exhausted");
+        err->code = KVFTS_EBUSY;
+    }
     kv_err_prefix(err, "batch rolled back (%zu uncommitted write(s) lost)",
                   lost);
     err->code = KVFTS_EROLLBACK;
@@ -624,8 +625,8 @@ static int batch_write(kvfts_batch *b, const batch_item *it, const char *key,
     int rc = batch_txn(b, err);
     if (!rc)
         rc = batch_apply(b, it, key, json, key_out, err);
-    for (int attempt = 0; rc == KV_RETRY && attempt < BATCH_RETRIES;
-         attempt++) {
+    int deadlocks = 0, recoveries = 0;
+    while (kv_retry_next(rc, &deadlocks, &recoveries)) {
         rc = batch_replay(b, err);
         if (!rc)
             rc = batch_apply(b, it, key, json, key_out, err);
@@ -856,8 +857,8 @@ int kvfts_batch_write_auto(char **key_out, kvfts_batch *b, const char *prefix,
 static int batch_commit_part(kvfts_batch *b, size_t first, size_t off,
                              size_t n, kv_err *err)
 {
-    int rc;
-    for (int attempt = 0;; attempt++) {
+    int rc, deadlocks = 0, recoveries = 0;
+    for (;;) {
         idx_discard(b->db->iw);
         kv_pending_keys_reset(&b->keys);
         rc = batch_txn(b, err);
@@ -880,7 +881,7 @@ static int batch_commit_part(kvfts_batch *b, size_t first, size_t off,
         }
         kv_txn_abort(b->txn);
         b->txn = NULL;
-        if (rc != KV_RETRY || attempt + 1 >= BATCH_RETRIES)
+        if (!kv_retry_next(rc, &deadlocks, &recoveries))
             break;
     }
     if (rc != KVFTS_ENOMEM || n < 2)
@@ -922,8 +923,8 @@ int kvfts_batch_commit(kvfts_batch *b)
     if (!b->txn)
         return KVFTS_OK;
     int rc = batch_segment(b, &db->err);
-    for (int attempt = 0; rc == KV_RETRY && attempt < BATCH_RETRIES;
-         attempt++) {
+    int deadlocks = 0, recoveries = 0;
+    while (kv_retry_next(rc, &deadlocks, &recoveries)) {
         rc = batch_replay(b, &db->err);     /* a deadlock: again */
         if (!rc)
             rc = batch_segment(b, &db->err);

@@ -58,6 +58,9 @@ function rank(f) {
     if (f ~ /^tools\//) return 5
     return -1
 }
+# pthread_*: C library calls, which lib/kv/kv_stall.c defines in front of
+# the C library (for Berkeley DB only): calling them is calling libc.
+$1 == "D" && $3 ~ /^pthread_/ { next }
 $1 == "D" { def[$3] = $2; next }
 $1 == "U" { nu++; ufile[nu] = $2; usym[nu] = $3 }
 END {

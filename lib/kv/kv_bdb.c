@@ -9,12 +9,14 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* The last message Berkeley DB printed in this thread, and the first one
  * about a damaged page: per thread, so that one thread's failure never
  * carries another's message (Berkeley DB calls the error callback in the
  * thread that failed). */
 static _Thread_local char tls_bdb_msg[256];
+static _Thread_local bool tls_recovered;   /* kv_retry_recovered */
 static _Thread_local char tls_corrupt_msg[256];
 
 
@@ -107,6 +109,34 @@ unsigned kv__busy_timeout(void)
 
 /* ---- error translation ------------------------------------------------- */
 
+bool kv_retry_recovered(void)
+{
+    bool r = tls_recovered;
+    tls_recovered = false;
+    return r;
+}
+
+bool kv_retry_next(int rc, int *deadlocks, int *recoveries)
+{
+    if (rc != KV_RETRY)
+        return false;
+    int n;
+    if (kv_retry_recovered()) {
+        n = ++*recoveries;
+        if (n >= KV_MAX_RECOVERIES)
+            return false;
+        n = n < 10 ? n : 10;
+    } else {
+        n = ++*deadlocks;
+        if (n >= KV_MAX_RETRIES)
+            return false;
+    }
+    /* Back off a little, more each time, so the winner can finish. */
+    struct timespec ts = { 0, (long)n * 1000000L };
+    nanosleep(&ts, NULL);
+    return true;
+}
+
 /* Messages with which Berkeley DB reports a damaged file.  It then panics
  * the environment, and every later call returns DB_RUNRECOVERY; this tells
  * that panic apart from the one another process's recovery causes. */
@@ -181,6 +211,7 @@ int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what)
          * and the caller redoes what it was doing. */
         if (in)
             kv__inst_mark_dead(in);
+        tls_recovered = true;
         return kv_seterr(err, KV_RETRY, "%s: the environment was recovered "
                          "after a crashed process; retrying", what);
     case DB_VERIFY_BAD:

@@ -143,7 +143,6 @@
 
 #define DEFAULT_CACHE (64u * 1024u * 1024u)
 #define CHECKPOINT_KB 16384        /* checkpoint after this much log */
-#define MAX_RETRIES 50
 #define FORMAT_KEY "format"
 #define FORMAT_VAL "kvfts 6"
 #define RESERVE_MB 32u             /* kept free for reopening, recovery */
@@ -219,6 +218,31 @@ static _Thread_local bool tls_die_in_commit;
 void kv_test_die_in_commit(bool on)
 {
     tls_die_in_commit = on;
+}
+
+/* Test hook: kv_test_die_in_compare. */
+static int test_die_space = -1;
+static atomic_int test_die_calls;
+
+void kv_test_die_in_compare(kv_space s, int n)
+{
+    test_die_space = (int)s;
+    atomic_store(&test_die_calls, n);
+}
+
+/* Berkeley DB's own order (bytes, then the shorter first), and the hook's
+ * kill. */
+static int die_compare(DB *db, const DBT *a, const DBT *b)
+{
+    (void)db;
+    if (atomic_load(&test_die_calls) > 0 &&
+        atomic_fetch_sub(&test_die_calls, 1) == 1)
+        raise(SIGKILL);
+    size_t n = a->size < b->size ? a->size : b->size;
+    int c = n ? memcmp(a->data, b->data, n) : 0;
+    if (c)
+        return c;
+    return a->size < b->size ? -1 : a->size > b->size;
 }
 
 static int check_dir(const char *dir, bool create, kv_err *err)
@@ -476,6 +500,23 @@ static void reg_scan(shared_env *sh, int *alive, int *dead)
         else
             (*dead)++;
     }
+}
+
+bool kv__dead_peer(void)
+{
+    /* Called from inside a Berkeley DB wait (kv_stall.c), which may be
+     * under shared_mu itself: never wait for it. */
+    if (pthread_mutex_trylock(&shared_mu) != 0)
+        return false;
+    bool dead = false;
+    for (shared_env *sh = shared_list; sh && !dead; sh = sh->next) {
+        int alive, n = 0;
+        if (sh->reg_fd >= 0)
+            reg_scan(sh, &alive, &n);
+        dead = n > 0;
+    }
+    pthread_mutex_unlock(&shared_mu);
+    return dead;
 }
 
 /* Clear the marks of dead processes (after failchk or recovery), and take
@@ -969,11 +1010,13 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
     const char *dir = in->sh->dir;
     int ret = db_create(&db, in->env, 0);
     if (ret)
-        return kv_seterr(err, KVFTS_ERROR, "db_create: %s", db_strerror(ret));
+        return kv__bdb_err(in, ret, err, "db_create");
     if (kv_spaces[s].flags)
         db->set_flags(db, kv_spaces[s].flags);
     if (kv_spaces[s].pagesize)
         db->set_pagesize(db, kv_spaces[s].pagesize);
+    if (test_die_space == (int)s)
+        db->set_bt_compare(db, die_compare);
     /* An existing file is opened inside a snapshot transaction: opening
      * reads the B-tree's root page, and under an ordinary lock that waits
      * for any writer holding it (a load's batch splitting the root holds it
@@ -1190,7 +1233,7 @@ static int env_create(shared_env *sh, uint64_t cache, DB_ENV **out,
 /* Open a new instance of the environment, with the door held.  @p recover:
  * run recovery (the regions are removed first). */
 static int inst_open(shared_env *sh, bool create, bool recover,
-                     bdb_inst **out, kv_err *err)
+                     bool failchk, bdb_inst **out, kv_err *err)
 {
     *out = NULL;
     uint64_t cache = config_cache(sh->dir);
@@ -1262,6 +1305,18 @@ static int inst_open(shared_env *sh, bool create, bool recover,
     int ncache = 0;
     if (in->env->get_cachesize(in->env, &gb, &bytes, &ncache) == 0)
         in->cache = ((uint64_t)gb << 30) + bytes;
+    if (failchk) {
+        /* Before any database is opened: an open takes a lock on its file,
+         * which a dead process may hold, and while this process holds the
+         * door nobody else would release it (a hang seen in
+         * e2e.reader_kill: the door's holder waited in __fop_file_setup,
+         * every other process at the door). */
+        ret = in->env->failchk(in->env, 0);
+        if (ret)      /* DB_RUNRECOVERY: it died inside Berkeley DB; or
+                         failchk could not release something it held */
+            rc = kv_seterr(err, KV_RETRY, "database '%s': failchk: %s: "
+                           "recovering", sh->dir, db_strerror(ret));
+    }
     for (int s = 0; s < KV_NSPACES && !rc; s++)
         if (!kv__parted((kv_space)s))
             rc = open_space(in, (kv_space)s, create, err);
@@ -1291,25 +1346,17 @@ static int inst_open_checked(shared_env *sh, bool create, bool recover,
 {
     int alive, dead;
     reg_scan(sh, &alive, &dead);
-    for (int attempt = 0;; attempt++) {
-        int rc = inst_open(sh, create, recover, out, err);
-        if (rc == KV_RETRY && !recover) {   /* found panicked: recover */
+    for (;;) {
+        /* With a dead process: failchk releases what it held, or cannot
+         * (KV_RETRY): then recover. */
+        int rc = inst_open(sh, create, recover, dead && !recover, out, err);
+        if (rc == KV_RETRY && !recover) {   /* or found panicked */
             recover = true;
             continue;
         }
         if (rc)
             return rc;
-        if (!dead || recover)
-            break;
-        /* A process died with the database open: release what it held. */
-        int ret = (*out)->env->failchk((*out)->env, 0);
-        if (ret == 0)
-            break;
-        inst_close(*out, false);
-        *out = NULL;
-        if (attempt > 0)
-            return kv__bdb_err(NULL, ret, err, "failchk");
-        recover = true;            /* it died inside Berkeley DB */
+        break;
     }
     if (dead)
         reg_clear_dead(sh);
@@ -1936,6 +1983,62 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
  * few kills on tmpfs -- with 16 KiB pages, whose torn writes may have been
  * the cause (see kv_spaces[] above). */
 
+/* A write whose commit met a recovery (Berkeley DB said DB_RUNRECOVERY:
+ * another process panicked the environment meanwhile) may or may not have
+ * landed.  Recovery decided which from the log: the commit is there if
+ * its record reached the log file.  So the log says it too: the commit
+ * record (Berkeley DB's __txn_regop, record type 10, opcode 1 = commit,
+ * after the common header: type, transaction id, previous LSN) of
+ * transaction @p txnid, at or after @p from, the log's end before the
+ * commit began.  Looked up in the recovered environment. */
+#define LOG_TXN_REGOP 10u
+#define LOG_TXN_COMMIT 1u
+
+static void log_end(DB_ENV *env, DB_LSN *out)
+{
+    DB_LOG_STAT *ls = NULL;
+    out->file = out->offset = 0;
+    if (env->log_stat(env, &ls, 0) == 0 && ls) {
+        out->file = ls->st_cur_file;
+        out->offset = ls->st_cur_offset;
+        free(ls);
+    }
+}
+
+static int commit_landed(kv_env *e, u_int32_t txnid, DB_LSN from,
+                         bool *landed, kv_err *err)
+{
+    *landed = false;
+    bdb_inst *in;
+    int rc = inst_acquire(e->sh, false, &in, err);
+    if (rc)
+        return rc;
+    DB_LOGC *c = NULL;
+    int ret = in->env->log_cursor(in->env, &c, 0);
+    DB_LSN lsn;
+    DBT rec;
+    memset(&rec, 0, sizeof rec);
+    for (ret = ret ? ret : c->get(c, &lsn, &rec, DB_LAST); !ret;
+         ret = c->get(c, &lsn, &rec, DB_PREV)) {
+        if (log_compare(&lsn, &from) < 0)
+            break;
+        u_int32_t h[5];
+        if (rec.size < sizeof h)
+            continue;
+        memcpy(h, rec.data, sizeof h);
+        if (h[0] == LOG_TXN_REGOP && h[1] == txnid && h[4] == LOG_TXN_COMMIT) {
+            *landed = true;
+            break;
+        }
+    }
+    if (c)
+        c->close(c, 0);
+    rc = ret && ret != DB_NOTFOUND ? kv__bdb_err(in, ret, err, "reading "
+                                                 "the log") : KVFTS_OK;
+    inst_release(in);
+    return rc;
+}
+
 int kv_txn_commit(kv_txn *t, kv_err *err)
 {
     kv_env *e = t->env;
@@ -1949,6 +2052,12 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
     }
     if (write && tls_die_in_commit)
         raise(SIGKILL);
+    u_int32_t txnid = 0;
+    DB_LSN from = { 0, 0 };
+    if (write && t->txn) {
+        txnid = t->txn->id(t->txn);
+        log_end(in->env, &from);
+    }
     int ret = t->txn ? t->txn->commit(t->txn, 0) : 0;
     if (st) {
         atomic_fetch_sub(&st->inflight, 1);
@@ -1959,6 +2068,20 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
     if (write)
         watchdog_writers(in, -1);
     int rc = kv__bdb_err(in, ret, err, "commit");
+    if (ret == DB_RUNRECOVERY && rc == KV_RETRY && txnid && from.file) {
+        /* Landed: the write is done.  Not: KV_RETRY, run it again. */
+        bool landed;
+        inst_release(in);
+        kv_err lerr = KV_ERR_INIT;
+        if (commit_landed(e, txnid, from, &landed, &lerr) != KVFTS_OK)
+            return kv_seterr(err, KVFTS_ERROR, "commit: the environment was "
+                             "recovered during the commit, and whether it "
+                             "landed cannot be told: %s", lerr.msg);
+        if (!landed)      /* KV_RETRY, counted as a recovery */
+            return kv__bdb_err(NULL, DB_RUNRECOVERY, err, "commit");
+        kv_err_clear(err);
+        return KVFTS_OK;
+    }
     if (!rc && write) {
         atomic_store(&in->wrote, true);
         /* The write is durable now, whatever follows: a checkpoint that
@@ -1991,6 +2114,7 @@ void kv_txn_abort(kv_txn *t)
 static int txn_run(kv_env *e, bool write, bool lazy, kv_txn_fn fn,
                    void *payload, kv_err *err)
 {
+    int deadlocks = 0, recoveries = 0;
     for (int attempt = 0;; attempt++) {
         kv_txn *t = NULL;
         kv__part_gone()[0] = '\0';
@@ -1998,12 +2122,12 @@ static int txn_run(kv_env *e, bool write, bool lazy, kv_txn_fn fn,
         if (rc == KVFTS_OK) {
             rc = fn(t, payload, err);
             if (rc == KVFTS_OK) {
-                /* A read whose end meets another process's recovery (the
-                 * environment was panicked meanwhile) reads again, in the
-                 * recovered environment; whether a write's commit landed
-                 * then is not known here, so a write reports it. */
+                /* A commit that meets another process's recovery (the
+                 * environment was panicked meanwhile) runs again, in the
+                 * recovered environment: a read, and a write that did not
+                 * land (kv_txn_commit looks in the log). */
                 rc = kv_txn_commit(t, err);
-                if (rc != KV_RETRY || write)
+                if (rc != KV_RETRY)
                     return rc;
             } else {
                 kv_txn_abort(t);
@@ -2011,20 +2135,24 @@ static int txn_run(kv_env *e, bool write, bool lazy, kv_txn_fn fn,
         }
         if (rc != KV_RETRY)
             return rc;
-        if (attempt + 1 >= MAX_RETRIES && kv__part_gone()[0])
+        if (lazy && attempt == 0) {  /* a commit, not a lock: at once */
+            kv_retry_recovered();
+            continue;
+        }
+        if (kv_retry_next(rc, &deadlocks, &recoveries))
+            continue;
+        if (kv__part_gone()[0])
             return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': segment "
                              "file %s is missing (the segment list names it)",
                              e->dir, kv__part_gone());
-        if (attempt + 1 >= MAX_RETRIES)
-            return kv_seterr(err, KVFTS_EBUSY,
-                             "database '%s': still deadlocked after %d "
-                             "retries; another writer holds its locks",
-                             e->dir, MAX_RETRIES);
-        /* Back off a little, more each time, so the winner can finish
-         * (not after a lazy read's first try: a commit, not a lock). */
-        struct timespec ts = { 0, (long)(attempt + 1) * 1000000L };
-        if (!(lazy && attempt == 0))
-            nanosleep(&ts, NULL);
+        if (recoveries >= KV_MAX_RECOVERIES)
+            return kv_seterr(err, KVFTS_EBUSY, "database '%s': recovered "
+                             "%d times while retrying (processes keep dying "
+                             "inside Berkeley DB)", e->dir, recoveries);
+        return kv_seterr(err, KVFTS_EBUSY,
+                         "database '%s': still deadlocked after %d "
+                         "retries; another writer holds its locks",
+                         e->dir, KV_MAX_RETRIES);
     }
 }
 

@@ -170,6 +170,10 @@ char *kv__bdb_msg(void);
 char *kv__corrupt_msg(void);
 void kv__bdb_msgs_clear(void);
 void kv__inst_mark_dead(bdb_inst *in);
+/* kv_env.c: whether a process registered in a database this process has
+ * open is dead (its registry slot unlocked); false if that cannot be told
+ * now.  For kv_stall.c's guess. */
+bool kv__dead_peer(void);
 int kv__path_join(char *out, size_t cap, const char *dir, const char *file,
                   kv_err *err);
 /** Open (B-tree, MVCC, free-threaded) database @p sub of @p file: an

@@ -139,12 +139,14 @@ int kv__parts_list(const char *dir, uint32_t **ids, size_t *n, kv_err *err)
 
 /* ---- the instance's handles --------------------------------------------- */
 
-/* A new database handle of a segment file (its pages are KV_PAGE). */
-static int db_new(DB_ENV *env, DB **out, kv_err *err)
+/* A new database handle of a segment file (its pages are KV_PAGE).  A
+ * panicked environment (another process's recovery) is KV_RETRY, as for
+ * any call. */
+static int db_new(bdb_inst *in, DB **out, kv_err *err)
 {
-    int ret = db_create(out, env, 0);
+    int ret = db_create(out, in->env, 0);
     if (ret)
-        return kv_seterr(err, KVFTS_ERROR, "db_create: %s", db_strerror(ret));
+        return kv__bdb_err(in, ret, err, "db_create");
     (*out)->set_pagesize(*out, KV_PAGE);
     return KVFTS_OK;
 }
@@ -195,7 +197,7 @@ static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
         if (p->db[k])
             continue;
         DB *db = NULL;
-        int rc = db_new(t->inst->env, &db, err);
+        int rc = db_new(t->inst, &db, err);
         if (rc)
             return rc;
         int ret = db->open(db, t->txn, file, sub_names[k], DB_BTREE,
@@ -217,7 +219,7 @@ static int part_open(kv_txn *t, kv_part *p, int k, const char *file,
 {
     bdb_inst *in = t->inst;
     DB *db = NULL;
-    int rc = db_new(in->env, &db, err);
+    int rc = db_new(in, &db, err);
     if (rc)
         return rc;
     int ret = kv__db_open(in->env, db, file, sub_names[k], true);
@@ -431,7 +433,7 @@ int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err)
                          "missing", in->sh->dir, file);
     for (int k = 0; k < 2 && !rc; k++) {
         DB *db = NULL;
-        if ((rc = db_new(in->env, &db, err)))
+        if ((rc = db_new(in, &db, err)))
             return rc;
         int ret = kv__db_open(in->env, db, file, sub_names[k], false);
         if (ret)

@@ -855,6 +855,292 @@ static void test_commit_stamps(void **state)
         }
 }
 
+/* ---- processes killed inside Berkeley DB (lib/kv/kv_stall.c) ----------- */
+
+#if defined(__SANITIZE_THREAD__)
+#define NO_STALL_GUARD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NO_STALL_GUARD 1
+#endif
+#endif
+
+/* The exit status of child @p pid, waiting at most @p secs: a child still
+ * running then is killed and the test fails (it hung). */
+static int wait_child(pid_t pid, int secs)
+{
+    int status;
+    for (int i = 0; i < secs * 10; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return status;
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fail_msg("process %d still ran after %d s: it hung", (int)pid, secs);
+    return -1;
+}
+
+/* A child that opens f->dir (with space @p die_space, if >= 0, through
+ * kv_test_die_in_compare's hook), says so on @p ready, waits for @p go,
+ * then runs @p fn and exits with its result. */
+static pid_t child_after(const char *dir, int ready[2], int go[2],
+                         int (*fn)(kv_env *), int die_space)
+{
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(go), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        kv_env *e;
+        kv_err err = KV_ERR_INIT;
+        kv_env_options o = { false, false, 0 };
+        char ch = 'r';
+        if (die_space >= 0)
+            kv_test_die_in_compare((kv_space)die_space, 0);
+        if (kv_env_open(&e, dir, &o, &err) || write(ready[1], &ch, 1) != 1 ||
+            read(go[0], &ch, 1) != 1)
+            _exit(2);
+        int rc = fn(e);
+        kv_env_close(e);
+        _exit(rc);
+    }
+    close(ready[1]);                /* a child that dies is seen: EOF */
+    ready[1] = -1;
+    char ch;
+    if (read(ready[0], &ch, 1) != 1) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        fail_msg("child could not open the database: status %#x", status);
+    }
+    return pid;
+}
+
+static void close_pipes(int a[2], int b[2])
+{
+    close(a[0]);
+    close(b[0]);
+    close(b[1]);
+}
+
+/* Writes "k" = "child": waits for the parent's lock on it. */
+static int write_k(kv_env *e)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    if (kv_txn_begin(&t, e, true, &err) ||
+        kv_put(t, KV_META, "k", 1, "child", 5, &err))
+        return 3;
+    return kv_txn_commit(t, &err) ? 4 : 0;
+}
+
+/* Opens the database (runs failchk after a dead process) and reads "k". */
+static int read_k(kv_env *e)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    kv_buf v = KV_BUF_INIT;
+    if (kv_txn_begin(&t, e, false, &err))
+        return 3;
+    int rc = kv_get(t, KV_META, "k", 1, &v, false, &err);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+    return rc == KVFTS_ENOTFOUND ? 0 : 4;
+}
+
+/* A writer killed while it waits for another's lock: the next failchk
+ * aborts its transaction and so re-initialises its lock wait's condition
+ * variable, and glibc's pthread_cond_destroy waited for ever for the dead
+ * waiter to leave, holding the lock region: every process hung, the
+ * holder too.  Now the holder commits and later processes open. */
+static void test_killed_lock_waiter(void **state)
+{
+#ifdef NO_STALL_GUARD
+    skip();       /* ThreadSanitizer's runtime defines the waits: no guard */
+#endif
+    assert_true(kv_stall_guarded());
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_env_close(f->env);           /* children fork before this opens */
+    f->env = NULL;
+    int ready[2], go[2], ready2[2], go2[2];
+    pid_t waiter = child_after(f->dir, ready, go, write_k, -1);
+    pid_t opener = child_after(f->dir, ready2, go2, read_k, -1);
+    kv_env_options o = { false, false, 0 };
+    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_META, "k", 1, "parent", 6, &err), 0);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    /* The waiter blocks on "k" at once; its wait would end after 1 s
+     * (KVFTS_BUSY_TIMEOUT, set by main). */
+    struct timespec ts = { 0, 300 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    assert_int_equal(waitpid(waiter, NULL, WNOHANG), 0);
+    kill(waiter, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(waiter, &status, 0), waiter);
+    assert_true(WIFSIGNALED(status));
+    /* A process that runs failchk now: the opener child's transaction. */
+    assert_int_equal(write(go2[1], "g", 1), 1);
+    status = wait_child(opener, 30);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_buf v = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_META, "k", 1, &v, false, &err), 0);
+    assert_int_equal(v.len, 6);
+    assert_memory_equal(v.data, "parent", 6);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+    close_pipes(ready, go);
+    close_pipes(ready2, go2);
+}
+
+/* Seeks a cursor over the documents in a snapshot, and dies (the hook)
+ * comparing keys on their page, with the page's latch held.  (A seek: the
+ * hook's compare function makes Berkeley DB want a key buffer it may
+ * write, which a cursor has.) */
+static int die_reading(kv_env *e)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    kv_cursor *c;
+    if (kv_txn_begin(&t, e, false, &err) ||
+        kv_cursor_open(&c, t, KV_DOCS, &err))
+        return 3;
+    kv_test_die_in_compare(KV_DOCS, 1);
+    kv_cursor_seek(c, "\0\0\0\2", 4, &err);
+    return 4;                       /* not reached: killed */
+}
+
+/* A reader killed holding a page's latch: a writer of that page waited for
+ * the latch for ever (glibc records no reader of a rwlock, so nobody could
+ * tell it was held by the dead).  Now the writer's wait ends once the dead
+ * process is seen: its transaction is told to run again (the environment
+ * is recovered), and it then commits. */
+static void test_killed_latch_holder(void **state)
+{
+#ifdef NO_STALL_GUARD
+    skip();
+#endif
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_DOCS, "\0\0\0\1", 4, "one", 3, &err), 0);
+    assert_int_equal(kv_put(t, KV_DOCS, "\0\0\0\3", 4, "three", 5, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_env_close(f->env);
+    f->env = NULL;
+    int ready[2], go[2];
+    pid_t reader = child_after(f->dir, ready, go, die_reading, KV_DOCS);
+    kv_env_options o = { false, false, 0 };
+    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_LOOKUPS, "a", 1, "b", 1, &err), 0);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    int status;
+    assert_int_equal(waitpid(reader, &status, 0), reader);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = kv_put(t, KV_DOCS, "\0\0\0\2", 4, "two", 3, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_equal(rc, KV_RETRY);
+    assert_true(t1.tv_sec - t0.tv_sec < 30);
+    kv_txn_abort(t);
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_DOCS, "\0\0\0\2", 4, "two", 3, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_buf v = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_DOCS, "\0\0\0\2", 4, &v, false, &err), 0);
+    assert_int_equal(v.len, 3);
+    assert_int_equal(kv_get(t, KV_LOOKUPS, "a", 1, &v, false, &err),
+                     KVFTS_ENOTFOUND);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+    close_pipes(ready, go);
+}
+
+/* A write transaction whose commit comes after another process recovered
+ * the environment (one died inside Berkeley DB; the next to open
+ * recovered): Berkeley DB says DB_RUNRECOVERY, and the log tells that the
+ * commit did not land, so it is KV_RETRY (run it again), not an error of
+ * unknown outcome; kv_txn_run runs it again and it lands. */
+static int put_z(kv_txn *t, void *payload, kv_err *err)
+{
+    (void)payload;
+    return kv_put(t, KV_META, "z", 1, "v", 1, err);
+}
+
+static int get_k(kv_txn *t, void *payload, kv_err *err)
+{
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_get(t, KV_META, "k", 1, &v, false, err);
+    kv_buf_free(&v);
+    (void)payload;
+    return rc == KVFTS_ENOTFOUND ? KVFTS_OK : rc;
+}
+
+/* After a second (a process's failchk runs at most that often), reads
+ * "k": the failchk finds the dead process died inside Berkeley DB, and the
+ * read runs again in the environment this process recovers. */
+static int recover_k(kv_env *e)
+{
+    struct timespec ts = { 1, 200 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    kv_err err = KV_ERR_INIT;
+    return kv_txn_run(e, false, get_k, NULL, &err) ? 3 : 0;
+}
+
+static void test_commit_after_recovery(void **state)
+{
+#ifdef NO_STALL_GUARD
+    skip();
+#endif
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_DOCS, "\0\0\0\1", 4, "one", 3, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_env_close(f->env);
+    f->env = NULL;
+    int ready[2], go[2], ready2[2], go2[2];
+    pid_t dier = child_after(f->dir, ready, go, die_reading, KV_DOCS);
+    pid_t opener = child_after(f->dir, ready2, go2, recover_k, -1);
+    kv_env_options o = { false, false, 0 };
+    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_META, "y", 1, "v", 1, &err), 0);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    int status;
+    assert_int_equal(waitpid(dier, &status, 0), dier);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    /* The other's failchk finds it died inside Berkeley DB: recovery. */
+    assert_int_equal(write(go2[1], "g", 1), 1);
+    status = wait_child(opener, 30);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(kv_txn_commit(t, &err), KV_RETRY);
+    assert_true(kv_retry_recovered());
+    kv_buf v = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_META, "y", 1, &v, false, &err),
+                     KVFTS_ENOTFOUND);
+    kv_txn_abort(t);
+    assert_int_equal(kv_txn_run(f->env, true, put_z, NULL, &err), 0);
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_META, "z", 1, &v, false, &err), 0);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+    close_pipes(ready, go);
+    close_pipes(ready2, go2);
+}
+
 static void test_duplicates(void **state)
 {
     fx *f = *state;
@@ -1328,6 +1614,12 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_lazy_read, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_killed_lock_waiter, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_killed_latch_holder, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_commit_after_recovery, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_duplicates, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_deadlock_retry, fx_setup,
@@ -1342,5 +1634,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lookup_collect_and_update,
                                         fx_setup, fx_teardown),
     };
+    const char *only = getenv("KVFTS_TEST_ONLY");   /* e.g. "test_killed*" */
+    if (only && *only)
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests_name("unit.kv", tests, NULL, NULL);
 }

@@ -231,6 +231,15 @@ void kv_test_after_stamp(void (*fn)(void *), void *arg);
 /** Test hook: in this thread, files created are made as earlier versions
  *  made them (keys.db a plain B-tree). */
 void kv_test_plain_files(bool on);
+/** Test hook: space @p s of environments this process opens from now on
+ *  compares keys through a function that kills the process (SIGKILL) at
+ *  its @p n th call from now: inside Berkeley DB, holding a page latch.
+ *  n = 0: it only compares. */
+void kv_test_die_in_compare(kv_space s, int n);
+/** Whether Berkeley DB's waits in this process end when they wait for a
+ *  dead process (lib/kv/kv_stall.c): false only where that is not built
+ *  (ThreadSanitizer). */
+bool kv_stall_guarded(void);
 
 /** Begin a transaction: a write transaction, or a snapshot read (readers
  *  never wait for writers). */
@@ -244,6 +253,18 @@ void kv_txn_abort(kv_txn *txn);
  *  deadlock victim: the caller must abort and may retry.  Never leaves kv
  *  through kv_txn_run(). */
 #define KV_RETRY (-100)
+/** Whether the last KV_RETRY this thread got meant that the environment was
+ *  recovered (a process died inside Berkeley DB), not a deadlock; reading
+ *  it clears it.  A storm of killed processes may force one recovery each:
+ *  retries after them are counted apart (kv_retry_next). */
+bool kv_retry_recovered(void);
+/** The retry policy of every loop that runs a transaction again: after
+ *  @p rc (KV_RETRY), whether to run it again, counting deadlocks in
+ *  @p deadlocks (up to KV_MAX_RETRIES) and recoveries in @p recoveries (up
+ *  to KV_MAX_RECOVERIES), and sleeping a little, more each time. */
+#define KV_MAX_RETRIES 50
+#define KV_MAX_RECOVERIES 1000
+bool kv_retry_next(int rc, int *deadlocks, int *recoveries);
 
 /** Run @p fn in a transaction, committing if it returns KVFTS_OK and aborting
  *  otherwise; on a deadlock (KV_RETRY) abort and run it again, up to a bound,
