@@ -107,6 +107,34 @@ unsigned kv__busy_timeout(void)
     return v;
 }
 
+/* ---- closing a database handle ---------------------------------------------- */
+
+/* Handles Berkeley DB would not close: in a panicked environment DB->close
+ * returns DB_RUNRECOVERY and frees nothing.  Kept reachable until exit
+ * (as kv_env.c keeps panicked instances), not lost: one per handle open
+ * in an environment when another process recovered it. */
+static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
+static DB **lost_dbs;                   /* (lost_mu) */
+static size_t nlost, lostcap;           /* (lost_mu) */
+
+void kv__db_close(DB *db, u_int32_t flags)
+{
+    if (!db || db->close(db, flags) == 0)
+        return;
+    pthread_mutex_lock(&lost_mu);
+    if (nlost == lostcap) {
+        size_t cap = lostcap ? lostcap * 2 : 16;
+        DB **n = realloc(lost_dbs, cap * sizeof *n);
+        if (n) {
+            lost_dbs = n;
+            lostcap = cap;
+        }
+    }
+    if (nlost < lostcap)
+        lost_dbs[nlost++] = db;
+    pthread_mutex_unlock(&lost_mu);
+}
+
 /* ---- error translation ------------------------------------------------- */
 
 bool kv_retry_recovered(void)

@@ -1028,7 +1028,7 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
     bool exists = kv__path_join(path, sizeof path, dir, kv_spaces[s].file,
                             NULL) == KVFTS_OK && stat(path, &st) == 0;
     if (!exists && !create) {
-        db->close(db, 0);
+        kv__db_close(db, 0);
         return kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s is "
                          "missing%s", dir, kv_spaces[s].file,
                          s == KV_SEGS ? " (a database written by a kvfts "
@@ -1041,7 +1041,7 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
         if (!ret)
             ret = db->set_bt_minkey(db, kv_spaces[s].compress_minkey);
         if (ret) {
-            db->close(db, 0);
+            kv__db_close(db, 0);
             return kv_seterr(err, KVFTS_ERROR, "database '%s': %s: cannot "
                              "set compression: %s", dir, kv_spaces[s].file,
                              db_strerror(ret));
@@ -1049,7 +1049,7 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
     }
     ret = kv__db_open(in->env, db, kv_spaces[s].file, NULL, exists);
     if (ret) {
-        db->close(db, 0);
+        kv__db_close(db, 0);
         if (ret == ENOENT)
             return kv_seterr(err, KVFTS_ENOTFOUND,
                              "database '%s': no kvfts database here (create "
@@ -1173,7 +1173,7 @@ static void inst_close(bdb_inst *in, bool checkpoint)
     kv__parts_close(in);
     for (int s = 0; s < KV_NSPACES; s++)
         if (in->db[s])
-            in->db[s]->close(in->db[s], checkpoint ? 0 : DB_NOSYNC);
+            kv__db_close(in->db[s], checkpoint ? 0 : DB_NOSYNC);
     if (in->env)
         in->env->close(in->env, 0);
     inst_free(in);
@@ -1990,9 +1990,11 @@ int kv_txn_begin(kv_txn **out, kv_env *e, bool write, kv_err *err)
  * record (Berkeley DB's __txn_regop, record type 10, opcode 1 = commit,
  * after the common header: type, transaction id, previous LSN) of
  * transaction @p txnid, at or after @p from, the log's end before the
- * commit began.  Looked up in the recovered environment. */
+ * commit began, and before the recovery's own records.  Looked up in the
+ * recovered environment. */
 #define LOG_TXN_REGOP 10u
 #define LOG_TXN_COMMIT 1u
+#define LOG_TXN_RECYCLE 14u      /* __txn_recycle: ids start again after it */
 
 static void log_end(DB_ENV *env, DB_LSN *out)
 {
@@ -2018,18 +2020,22 @@ static int commit_landed(kv_env *e, u_int32_t txnid, DB_LSN from,
     DB_LSN lsn;
     DBT rec;
     memset(&rec, 0, sizeof rec);
+    /* Backwards from the end to @p from.  A recovery logs a recycle
+     * record and numbers transactions afresh after it: only a commit
+     * older than the first recycle record after @p from is this one. */
     for (ret = ret ? ret : c->get(c, &lsn, &rec, DB_LAST); !ret;
          ret = c->get(c, &lsn, &rec, DB_PREV)) {
         if (log_compare(&lsn, &from) < 0)
             break;
         u_int32_t h[5];
-        if (rec.size < sizeof h)
+        if (rec.size < sizeof h[0])
             continue;
-        memcpy(h, rec.data, sizeof h);
-        if (h[0] == LOG_TXN_REGOP && h[1] == txnid && h[4] == LOG_TXN_COMMIT) {
+        memcpy(h, rec.data, rec.size < sizeof h ? sizeof h[0] : sizeof h);
+        if (h[0] == LOG_TXN_RECYCLE)
+            *landed = false;
+        else if (rec.size >= sizeof h && h[0] == LOG_TXN_REGOP &&
+                 h[1] == txnid && h[4] == LOG_TXN_COMMIT)
             *landed = true;
-            break;
-        }
     }
     if (c)
         c->close(c, 0);

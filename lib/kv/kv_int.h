@@ -174,6 +174,9 @@ void kv__inst_mark_dead(bdb_inst *in);
  * open is dead (its registry slot unlocked); false if that cannot be told
  * now.  For kv_stall.c's guess. */
 bool kv__dead_peer(void);
+/* kv_bdb.c: close a database handle; one Berkeley DB would not close (its
+ * environment panicked) is kept reachable, not leaked. */
+void kv__db_close(DB *db, u_int32_t flags);
 int kv__path_join(char *out, size_t cap, const char *dir, const char *file,
                   kv_err *err);
 /** Open (B-tree, MVCC, free-threaded) database @p sub of @p file: an

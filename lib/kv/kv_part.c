@@ -163,7 +163,7 @@ static void part_close_dbs(kv_part *p)
 {
     for (int k = 0; k < 2; k++)
         if (p->db[k]) {
-            p->db[k]->close(p->db[k], DB_NOSYNC);
+            kv__db_close(p->db[k], DB_NOSYNC);
             p->db[k] = NULL;
         }
 }
@@ -203,7 +203,7 @@ static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
         int ret = db->open(db, t->txn, file, sub_names[k], DB_BTREE,
                            DB_CREATE | DB_MULTIVERSION | DB_THREAD, 0644);
         if (ret) {
-            db->close(db, 0);
+            kv__db_close(db, 0);
             return kv__bdb_err(t->inst, ret, err, file);
         }
         p->db[k] = db;
@@ -224,7 +224,7 @@ static int part_open(kv_txn *t, kv_part *p, int k, const char *file,
         return rc;
     int ret = kv__db_open(in->env, db, file, sub_names[k], true);
     if (ret) {
-        db->close(db, 0);
+        kv__db_close(db, 0);
         return ret == ENOENT ? gone(file, err)
                              : kv__bdb_err(in, ret, err, file);
     }
@@ -438,7 +438,7 @@ int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err)
         int ret = kv__db_open(in->env, db, file, sub_names[k], false);
         if (ret)
             rc = kv__bdb_err(in, ret, err, file);
-        db->close(db, 0);
+        kv__db_close(db, 0);
     }
     return rc;
 }
