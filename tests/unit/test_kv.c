@@ -1016,6 +1016,20 @@ static int die_reading(kv_env *e)
     return 4;                       /* not reached: killed */
 }
 
+/* Documents 1 and 3 (die_reading seeks to 2), then f->env closed: the
+ * children fork before this process opens again. */
+static void docs_then_close(fx *f)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_DOCS, "\0\0\0\1", 4, "one", 3, &err), 0);
+    assert_int_equal(kv_put(t, KV_DOCS, "\0\0\0\3", 4, "three", 5, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_env_close(f->env);
+    f->env = NULL;
+}
+
 /* A reader killed holding a page's latch: a writer of that page waited for
  * the latch for ever (glibc records no reader of a rwlock, so nobody could
  * tell it was held by the dead).  Now the writer's wait ends once the dead
@@ -1029,12 +1043,7 @@ static void test_killed_latch_holder(void **state)
     fx *f = *state;
     kv_err err = KV_ERR_INIT;
     kv_txn *t;
-    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
-    assert_int_equal(kv_put(t, KV_DOCS, "\0\0\0\1", 4, "one", 3, &err), 0);
-    assert_int_equal(kv_put(t, KV_DOCS, "\0\0\0\3", 4, "three", 5, &err), 0);
-    assert_int_equal(kv_txn_commit(t, &err), 0);
-    kv_env_close(f->env);
-    f->env = NULL;
+    docs_then_close(f);
     int ready[2], go[2];
     pid_t reader = child_after(f->dir, ready, go, die_reading, KV_DOCS);
     kv_env_options o = { false, false, 0 };
@@ -1105,11 +1114,7 @@ static void test_commit_after_recovery(void **state)
     fx *f = *state;
     kv_err err = KV_ERR_INIT;
     kv_txn *t;
-    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
-    assert_int_equal(kv_put(t, KV_DOCS, "\0\0\0\1", 4, "one", 3, &err), 0);
-    assert_int_equal(kv_txn_commit(t, &err), 0);
-    kv_env_close(f->env);
-    f->env = NULL;
+    docs_then_close(f);
     int ready[2], go[2], ready2[2], go2[2];
     pid_t dier = child_after(f->dir, ready, go, die_reading, KV_DOCS);
     pid_t opener = child_after(f->dir, ready2, go2, recover_k, -1);
