@@ -877,7 +877,8 @@ static int batch_commit_part(kvfts_batch *b, size_t first, size_t off,
         if (!rc) {
             rc = kv_txn_commit(b->txn, err);
             b->txn = NULL;
-            return rc;
+            if (rc != KV_RETRY)     /* KV_RETRY: did not land (as above) */
+                return rc;
         }
         kv_txn_abort(b->txn);
         b->txn = NULL;
@@ -924,14 +925,18 @@ int kvfts_batch_commit(kvfts_batch *b)
         return KVFTS_OK;
     int rc = batch_segment(b, &db->err);
     int deadlocks = 0, recoveries = 0;
-    while (kv_retry_next(rc, &deadlocks, &recoveries)) {
-        rc = batch_replay(b, &db->err);     /* a deadlock: again */
+    for (;;) {
+        if (!rc) {
+            rc = kv_txn_commit(b->txn, &db->err);
+            b->txn = NULL;
+        }
+        /* A deadlock, or a commit that met a recovery and did not land
+         * (kv_txn_commit looked in the log): all again. */
+        if (!kv_retry_next(rc, &deadlocks, &recoveries))
+            break;
+        rc = batch_replay(b, &db->err);
         if (!rc)
             rc = batch_segment(b, &db->err);
-    }
-    if (!rc) {
-        rc = kv_txn_commit(b->txn, &db->err);
-        b->txn = NULL;
     }
     if (rc == KVFTS_ENOMEM && b->split && b->pending > 1)
         rc = batch_split_commit(b, &db->err);
