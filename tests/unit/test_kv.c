@@ -1030,6 +1030,25 @@ static void docs_then_close(fx *f)
     f->env = NULL;
 }
 
+/* This process opens f->dir again, begins a write transaction that puts
+ * @p key in space @p s, and then lets @p reader (die_reading) run and
+ * die: the transaction is returned open. */
+static kv_txn *write_while_reader_dies(fx *f, pid_t reader, int go[2],
+                                       kv_space s, const char *key)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_env_options o = { false, false, 0 };
+    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, s, key, strlen(key), "v", 1, &err), 0);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    int status;
+    assert_int_equal(waitpid(reader, &status, 0), reader);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    return t;
+}
+
 /* A reader killed holding a page's latch: a writer of that page waited for
  * the latch for ever (glibc records no reader of a rwlock, so nobody could
  * tell it was held by the dead).  Now the writer's wait ends once the dead
@@ -1042,18 +1061,10 @@ static void test_killed_latch_holder(void **state)
 #endif
     fx *f = *state;
     kv_err err = KV_ERR_INIT;
-    kv_txn *t;
     docs_then_close(f);
     int ready[2], go[2];
     pid_t reader = child_after(f->dir, ready, go, die_reading, KV_DOCS);
-    kv_env_options o = { false, false, 0 };
-    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
-    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
-    assert_int_equal(kv_put(t, KV_LOOKUPS, "a", 1, "b", 1, &err), 0);
-    assert_int_equal(write(go[1], "g", 1), 1);
-    int status;
-    assert_int_equal(waitpid(reader, &status, 0), reader);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    kv_txn *t = write_while_reader_dies(f, reader, go, KV_LOOKUPS, "a");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = kv_put(t, KV_DOCS, "\0\0\0\2", 4, "two", 3, &err);
@@ -1113,22 +1124,14 @@ static void test_commit_after_recovery(void **state)
 #endif
     fx *f = *state;
     kv_err err = KV_ERR_INIT;
-    kv_txn *t;
     docs_then_close(f);
     int ready[2], go[2], ready2[2], go2[2];
     pid_t dier = child_after(f->dir, ready, go, die_reading, KV_DOCS);
     pid_t opener = child_after(f->dir, ready2, go2, recover_k, -1);
-    kv_env_options o = { false, false, 0 };
-    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
-    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
-    assert_int_equal(kv_put(t, KV_META, "y", 1, "v", 1, &err), 0);
-    assert_int_equal(write(go[1], "g", 1), 1);
-    int status;
-    assert_int_equal(waitpid(dier, &status, 0), dier);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    kv_txn *t = write_while_reader_dies(f, dier, go, KV_META, "y");
     /* The other's failchk finds it died inside Berkeley DB: recovery. */
     assert_int_equal(write(go2[1], "g", 1), 1);
-    status = wait_child(opener, 30);
+    int status = wait_child(opener, 30);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     assert_int_equal(kv_txn_commit(t, &err), KV_RETRY);
     assert_true(kv_retry_recovered());
