@@ -119,7 +119,8 @@ static size_t nlost, lostcap;           /* (lost_mu) */
 
 void kv__db_close(DB *db, u_int32_t flags)
 {
-    if (!db || db->close(db, flags) == 0)
+    if (!db || KV_BDB(db->dbenv ? db->dbenv->app_private : NULL,
+                      db->close(db, flags)) == 0)
         return;
     pthread_mutex_lock(&lost_mu);
     if (nlost == lostcap) {
@@ -268,14 +269,18 @@ int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what)
 int kv__db_open(DB_ENV *env, DB *db, const char *file, const char *sub,
                 bool exists)
 {
+    shared_env *sh = env->app_private;
     DB_TXN *snap = NULL;
-    if (exists && env->txn_begin(env, NULL, &snap, DB_TXN_SNAPSHOT) != 0)
+    if (exists && KV_BDB(sh, env->txn_begin(env, NULL, &snap,
+                                            DB_TXN_SNAPSHOT)) != 0)
         snap = NULL;
     u_int32_t flags = DB_MULTIVERSION | DB_THREAD |
                       (exists ? 0 : DB_CREATE) | (snap ? 0 : DB_AUTO_COMMIT);
-    int ret = db->open(db, snap, file, sub, DB_BTREE, flags, 0644);
+    int ret = KV_BDB(sh, db->open(db, snap, file, sub, DB_BTREE, flags,
+                                  0644));
     if (snap) {
-        int cret = ret ? snap->abort(snap) : snap->commit(snap, 0);
+        int cret = ret ? KV_BDB(sh, snap->abort(snap))
+                       : KV_BDB(sh, snap->commit(snap, 0));
         if (!ret)
             ret = cret;
     }
@@ -320,8 +325,8 @@ void kv__snapshot_pin(bdb_inst *in, DB_TXN *txn)
     DB_MPOOLFILE *mpf = db->get_mpf(db);
     db_pgno_t pg = 0;
     void *page;
-    if (mpf && mpf->get(mpf, &pg, txn, 0, &page) == 0)
-        (void)mpf->put(mpf, page, DB_PRIORITY_UNCHANGED, 0);
+    if (mpf && KV_BDB(in->sh, mpf->get(mpf, &pg, txn, 0, &page)) == 0)
+        (void)KV_BDB(in->sh, mpf->put(mpf, page, DB_PRIORITY_UNCHANGED, 0));
 }
 
 /* A lazy read (kv_txn_run_read) begins its snapshot at its first record
@@ -334,7 +339,8 @@ int kv__txn_live(kv_txn *t, kv_err *err)
         return KVFTS_OK;
     bdb_inst *in = t->inst;
     kv__bdb_msg()[0] = '\0';
-    int ret = in->env->txn_begin(in->env, NULL, &t->txn, DB_TXN_SNAPSHOT);
+    int ret = KV_BDB(in->sh, in->env->txn_begin(in->env, NULL, &t->txn,
+                                                DB_TXN_SNAPSHOT));
     if (ret) {
         t->txn = NULL;
         return kv__bdb_err(in, ret, err, "begin transaction");

@@ -102,6 +102,9 @@
  * a dead reader's snapshot does not pin old page versions for ever.  Only
  * what the dead process had not committed is gone.
  *
+ * A recovery waits for the survivors' Berkeley DB calls under way: one of
+ * them could be a commit writing the log the recovery reads (kv_gate.c).
+ *
  * Where the regions live (home_decide): in a private directory of /dev/shm
  * (a tmpfs: memory, like any shared mapping) when there is room, else in
  * the database directory; the first process to open chooses and writes its
@@ -155,39 +158,21 @@
 #define REG_DOOR 0
 #define REG_HEAD 1                 /* the header: where the regions are */
 #define REG_HEAD_LEN 255
-#define REG_SLOTS 256              /* where every kvfts version has them */
-#define REG_SLOT 16
 #define REG_STAMPS 69632           /* past the slots, page aligned: mapped */
-#define REG_STAMPS_LEN 12288
-#define STAMPS_MAGIC "kvstamp1"
+#define REG_STAMPS_LEN 20480
+#define STAMPS_MAGIC "kvstamp2"    /* kvstamp1: 12288 bytes, no busy */
 #define SHM_DIR "/dev/shm"
-#define REG_MAX 4096               /* processes at once */
 
-struct kv_stamps {
-    char magic[8];
-    atomic_uint_least64_t gen;       /* write commits begun, ever */
-    atomic_int_least64_t inflight;   /* write commits under way */
-    atomic_uint_least16_t slot[REG_MAX];  /* per registry slot: its share */
-};
 _Static_assert(sizeof(struct kv_stamps) <= REG_STAMPS_LEN,
                "the stamps fit their pages");
 _Static_assert(REG_STAMPS >= REG_SLOTS + REG_MAX * REG_SLOT &&
                REG_STAMPS % 4096 == 0, "the stamps follow the slots");
-_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_SHORT_LOCK_FREE == 2,
-               "shared atomics must be lock-free");
 
 static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
 static shared_env *shared_list;  /* guarded by shared_mu */
 
 /* Test hook: checkpoints after commits fail (kv_test_fail_checkpoints). */
 static _Thread_local bool tls_fail_checkpoints;
-
-static long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 void kv_test_fail_checkpoints(bool on)
 {
@@ -230,14 +215,31 @@ void kv_test_die_in_compare(kv_space s, int n)
     atomic_store(&test_die_calls, n);
 }
 
-/* Berkeley DB's own order (bytes, then the shorter first), and the hook's
- * kill. */
+/* Test hook: kv_test_sleep_in_compare. */
+static atomic_int test_sleep_ms;
+static int test_sleep_fd = -1;
+
+void kv_test_sleep_in_compare(int fd, int ms)
+{
+    test_sleep_fd = fd;
+    atomic_store(&test_sleep_ms, ms);
+}
+
+/* Berkeley DB's own order (bytes, then the shorter first), and the hooks'
+ * kill and sleep. */
 static int die_compare(DB *db, const DBT *a, const DBT *b)
 {
     (void)db;
     if (atomic_load(&test_die_calls) > 0 &&
         atomic_fetch_sub(&test_die_calls, 1) == 1)
         raise(SIGKILL);
+    int ms = atomic_exchange(&test_sleep_ms, 0);
+    if (ms > 0) {
+        if (write(test_sleep_fd, "s", 1) != 1) {
+            /* the test sees the byte missing */
+        }
+        kv__sleep_ms(ms);
+    }
     size_t n = a->size < b->size ? a->size : b->size;
     int c = n ? memcmp(a->data, b->data, n) : 0;
     if (c)
@@ -421,20 +423,6 @@ static int reg_lock(int fd, off_t at, short type, bool wait)
     }
 }
 
-/* True if another open file description holds a lock on byte at. */
-static bool reg_held(int fd, off_t at)
-{
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = at;
-    fl.l_len = 1;
-    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
-        return true;                    /* cannot tell: take it as alive */
-    return fl.l_type != F_UNLCK;
-}
-
 typedef struct reg_slot {
     char mark;                          /* 'L': registered */
     long pid;
@@ -495,7 +483,7 @@ static void reg_scan(shared_env *sh, int *alive, int *dead)
     for (long i = 0; i < REG_MAX && reg_iter_read(&it, i, &s); i++) {
         if (i == sh->slot || s.mark != 'L')
             continue;
-        if (reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT))
+        if (kv__reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT))
             (*alive)++;
         else
             (*dead)++;
@@ -528,10 +516,11 @@ static void reg_clear_dead(shared_env *sh)
     reg_iter_init(&it, sh->reg_fd);
     for (long i = 0; i < REG_MAX && reg_iter_read(&it, i, &s); i++)
         if (i != sh->slot && s.mark == 'L' &&
-            !reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT)) {
+            !kv__reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT)) {
             if (sh->stamps) {
                 unsigned k = atomic_exchange(&sh->stamps->slot[i], 0);
                 atomic_fetch_sub(&sh->stamps->inflight, (long long)k);
+                atomic_store(&sh->stamps->busy[i], 0);
             }
             reg_write(sh->reg_fd, i, '-', 0);
         }
@@ -561,7 +550,25 @@ static int stamps_setup(shared_env *sh, kv_err *err)
         return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot map %s: "
                          "%s", sh->dir, REG_FILE, strerror(errno));
     sh->stamps = p;
+    /* a slot's last holder may have died inside a call */
+    atomic_store(&sh->stamps->busy[sh->slot], 0);
     return KVFTS_OK;
+}
+
+bool kv__recovery_pending(const char *path)
+{
+    if (kv__recovering_here())
+        return false;      /* the recovery's own waits: its new regions */
+    if (pthread_mutex_trylock(&shared_mu) != 0)
+        return false;
+    bool pending = false;
+    for (shared_env *sh = shared_list; sh && !pending; sh = sh->next) {
+        size_t n = strlen(sh->home);
+        pending = sh->stamps && atomic_load(&sh->stamps->recovering) &&
+                  strncmp(path, sh->home, n) == 0 && path[n] == '/';
+    }
+    pthread_mutex_unlock(&shared_mu);
+    return pending;
 }
 
 /* Open the registry and take a slot.  Leaves the door locked. */
@@ -949,7 +956,7 @@ static int home_decide(shared_env *sh, uint64_t cache, bool *recover,
     if (f)
         fclose(f);
     if (!got) {
-        long long t = now_ns() ^ ((long long)getpid() << 32);
+        long long t = kv__now_ns() ^ ((long long)getpid() << 32);
         memcpy(rnd, &t, 8);
         memcpy(rnd + 8, &sh->ino, sizeof sh->ino < 8 ? sizeof sh->ino : 8);
     }
@@ -998,7 +1005,7 @@ static int is_alive(DB_ENV *dbenv, pid_t pid, db_threadid_t tid,
     reg_iter_init(&it, sh->reg_fd);
     for (long i = 0; i < REG_MAX && reg_iter_read(&it, i, &s); i++)
         if (s.mark == 'L' && s.pid == (long)pid)
-            return reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT);
+            return kv__reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT);
     return 0;                       /* not registered: not one of ours */
 }
 
@@ -1084,7 +1091,8 @@ static void *watchdog_main(void *arg)
     while (!in->wd_stop) {
         if (in->wd_writers > 0) {
             pthread_mutex_unlock(&in->wd_mu);
-            in->env->lock_detect(in->env, 0, DB_LOCK_EXPIRE, NULL);
+            KV_BDB(in->sh, in->env->lock_detect(in->env, 0, DB_LOCK_EXPIRE,
+                                                NULL));
             pthread_mutex_lock(&in->wd_mu);
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -1162,9 +1170,10 @@ static void inst_close(bdb_inst *in, bool checkpoint)
         return;
     }
     if (in->env && in->db[KV_META] && checkpoint) {
-        in->env->txn_checkpoint(in->env, 0, 0, DB_FORCE);
+        KV_BDB(in->sh, in->env->txn_checkpoint(in->env, 0, 0, DB_FORCE));
         char **list = NULL;
-        if (in->env->log_archive(in->env, &list, DB_ARCH_REMOVE) == 0 && list)
+        if (KV_BDB(in->sh, in->env->log_archive(in->env, &list,
+                                                DB_ARCH_REMOVE)) == 0 && list)
             free(list);     /* Berkeley DB allocated it with malloc */
     }
     /* A process that wrote nothing does not flush a database as it closes
@@ -1175,7 +1184,7 @@ static void inst_close(bdb_inst *in, bool checkpoint)
         if (in->db[s])
             kv__db_close(in->db[s], checkpoint ? 0 : DB_NOSYNC);
     if (in->env)
-        in->env->close(in->env, 0);
+        KV_BDB(in->sh, in->env->close(in->env, 0));
     inst_free(in);
 }
 
@@ -1267,7 +1276,7 @@ static int inst_open(shared_env *sh, bool create, bool recover,
     kv__bdb_msgs_clear();
     u_int32_t flags = DB_CREATE | DB_INIT_TXN | DB_INIT_LOCK | DB_INIT_LOG |
                       DB_INIT_MPOOL | DB_THREAD | (recover ? DB_RECOVER : 0);
-    int ret = in->env->open(in->env, sh->home, flags, 0644);
+    int ret = KV_BDB(sh, in->env->open(in->env, sh->home, flags, 0644));
     if (ret) {
         if (ret == EACCES || ret == EROFS || ret == EPERM)
             rc = kv_seterr(err, KVFTS_ERROR,
@@ -1296,7 +1305,7 @@ static int inst_open(shared_env *sh, bool create, bool recover,
                            recover ? "recovery failed: " : "",
                            db_strerror(ret), kv__bdb_msg()[0] ? ": " : "",
                            kv__bdb_msg());
-        in->env->close(in->env, 0);
+        KV_BDB(sh, in->env->close(in->env, 0));
         in->env = NULL;
         inst_close(in, false);
         return rc;
@@ -1311,7 +1320,7 @@ static int inst_open(shared_env *sh, bool create, bool recover,
          * door nobody else would release it (a hang seen in
          * e2e.reader_kill: the door's holder waited in __fop_file_setup,
          * every other process at the door). */
-        ret = in->env->failchk(in->env, 0);
+        ret = KV_BDB(sh, in->env->failchk(in->env, 0));
         if (ret)      /* DB_RUNRECOVERY: it died inside Berkeley DB; or
                          failchk could not release something it held */
             rc = kv_seterr(err, KV_RETRY, "database '%s': failchk: %s: "
@@ -1346,21 +1355,27 @@ static int inst_open_checked(shared_env *sh, bool create, bool recover,
 {
     int alive, dead;
     reg_scan(sh, &alive, &dead);
+    if (sh->stamps)      /* the door is ours: any mark is a dead one's */
+        atomic_store(&sh->stamps->recovering, 0);
+    int rc;
     for (;;) {
         /* With a dead process: failchk releases what it held, or cannot
          * (KV_RETRY): then recover. */
-        int rc = inst_open(sh, create, recover, dead && !recover, out, err);
+        if (recover)
+            kv__survivors_wait(sh);
+        rc = inst_open(sh, create, recover, dead && !recover, out, err);
         if (rc == KV_RETRY && !recover) {   /* or found panicked */
             recover = true;
             continue;
         }
-        if (rc)
-            return rc;
         break;
     }
+    kv__survivors_go(sh);
+    if (rc)
+        return rc;
     if (dead)
         reg_clear_dead(sh);
-    atomic_store(&sh->failchk_at, now_ns());
+    atomic_store(&sh->failchk_at, kv__now_ns());
     return KVFTS_OK;
 }
 
@@ -1433,7 +1448,7 @@ static int inst_acquire(shared_env *sh, bool create, bdb_inst **out,
 static int maybe_failchk(bdb_inst *in, kv_err *err)
 {
     shared_env *sh = in->sh;
-    long long now = now_ns(), last = atomic_load(&sh->failchk_at);
+    long long now = kv__now_ns(), last = atomic_load(&sh->failchk_at);
     if (now - last < FAILCHK_NS ||
         !atomic_compare_exchange_strong(&sh->failchk_at, &last, now))
         return KVFTS_OK;
@@ -1443,7 +1458,7 @@ static int maybe_failchk(bdb_inst *in, kv_err *err)
     reg_scan(sh, &alive, &dead);
     int rc = KVFTS_OK;
     if (dead) {
-        int ret = in->env->failchk(in->env, 0);
+        int ret = KV_BDB(sh, in->env->failchk(in->env, 0));
         if (ret == 0)
             reg_clear_dead(sh);
         else
@@ -1795,11 +1810,12 @@ static int checkpoint(bdb_inst *in, u_int32_t kb, kv_err *err)
     if (tls_fail_checkpoints)
         return kv_seterr(err, KVFTS_ERROR, "checkpoint: no space left on "
                          "device (test hook)");
-    int ret = in->env->txn_checkpoint(in->env, kb, 0, 0);
+    int ret = KV_BDB(in->sh, in->env->txn_checkpoint(in->env, kb, 0, 0));
     if (ret)
         return kv__bdb_err(in, ret, err, "checkpoint");
     char **list = NULL;
-    ret = in->env->log_archive(in->env, &list, DB_ARCH_REMOVE);
+    ret = KV_BDB(in->sh, in->env->log_archive(in->env, &list,
+                                              DB_ARCH_REMOVE));
     if (list)
         free(list);     /* Berkeley DB allocated it with malloc */
     if (ret)
@@ -1827,7 +1843,7 @@ int kv_env_log_bytes(kv_env *e, uint64_t *out, kv_err *err)
     if (rc)
         return rc;
     DB_LOG_STAT *st = NULL;
-    int ret = in->env->log_stat(in->env, &st, 0);
+    int ret = KV_BDB(in->sh, in->env->log_stat(in->env, &st, 0));
     if (ret) {
         rc = kv__bdb_err(in, ret, err, "log statistics");
     } else {
@@ -1939,8 +1955,8 @@ static int txn_begin(kv_txn **out, kv_env *e, bool write, bool lazy,
         t->gen = &st->gen;         /* kv__txn_live begins it */
         t->stamp = gen + 1;
     } else {
-        ret = in->env->txn_begin(in->env, NULL, &t->txn,
-                                 write ? 0 : DB_TXN_SNAPSHOT);
+        ret = KV_BDB(in->sh, in->env->txn_begin(in->env, NULL, &t->txn,
+                                                write ? 0 : DB_TXN_SNAPSHOT));
         if (!ret && steady)
             kv__snapshot_pin(in, t->txn);
         if (steady && atomic_load(&st->gen) == gen)
@@ -1952,11 +1968,13 @@ static int txn_begin(kv_txn **out, kv_env *e, bool write, bool lazy,
         fn(tls_after_stamp_arg);
     }
     if (!ret && write) {
-        ret = t->txn->set_timeout(t->txn,
-                                  (db_timeout_t)kv__busy_timeout() * 1000000u,
-                                  DB_SET_LOCK_TIMEOUT);
+        ret = KV_BDB(in->sh,
+                     t->txn->set_timeout(t->txn,
+                                         (db_timeout_t)kv__busy_timeout() *
+                                             1000000u,
+                                         DB_SET_LOCK_TIMEOUT));
         if (ret)
-            t->txn->abort(t->txn);
+            KV_BDB(in->sh, t->txn->abort(t->txn));
         else
             watchdog_writers(in, 1);
     }
@@ -2000,7 +2018,7 @@ static void log_end(DB_ENV *env, DB_LSN *out)
 {
     DB_LOG_STAT *ls = NULL;
     out->file = out->offset = 0;
-    if (env->log_stat(env, &ls, 0) == 0 && ls) {
+    if (KV_BDB(env->app_private, env->log_stat(env, &ls, 0)) == 0 && ls) {
         out->file = ls->st_cur_file;
         out->offset = ls->st_cur_offset;
         free(ls);
@@ -2016,15 +2034,15 @@ static int commit_landed(kv_env *e, u_int32_t txnid, DB_LSN from,
     if (rc)
         return rc;
     DB_LOGC *c = NULL;
-    int ret = in->env->log_cursor(in->env, &c, 0);
+    int ret = KV_BDB(in->sh, in->env->log_cursor(in->env, &c, 0));
     DB_LSN lsn;
     DBT rec;
     memset(&rec, 0, sizeof rec);
     /* Backwards from the end to @p from.  A recovery logs a recycle
      * record and numbers transactions afresh after it: only a commit
      * older than the first recycle record after @p from is this one. */
-    for (ret = ret ? ret : c->get(c, &lsn, &rec, DB_LAST); !ret;
-         ret = c->get(c, &lsn, &rec, DB_PREV)) {
+    for (ret = ret ? ret : KV_BDB(in->sh, c->get(c, &lsn, &rec, DB_LAST));
+         !ret; ret = KV_BDB(in->sh, c->get(c, &lsn, &rec, DB_PREV))) {
         if (log_compare(&lsn, &from) < 0)
             break;
         u_int32_t h[5];
@@ -2038,7 +2056,7 @@ static int commit_landed(kv_env *e, u_int32_t txnid, DB_LSN from,
             *landed = true;
     }
     if (c)
-        c->close(c, 0);
+        KV_BDB(in->sh, c->close(c, 0));
     rc = ret && ret != DB_NOTFOUND ? kv__bdb_err(in, ret, err, "reading "
                                                  "the log") : KVFTS_OK;
     inst_release(in);
@@ -2064,7 +2082,7 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
         txnid = t->txn->id(t->txn);
         log_end(in->env, &from);
     }
-    int ret = t->txn ? t->txn->commit(t->txn, 0) : 0;
+    int ret = t->txn ? KV_BDB(in->sh, t->txn->commit(t->txn, 0)) : 0;
     if (st) {
         atomic_fetch_sub(&st->inflight, 1);
         atomic_fetch_sub(&st->slot[e->sh->slot], 1);
@@ -2109,7 +2127,7 @@ void kv_txn_abort(kv_txn *t)
         return;
     bdb_inst *in = t->inst;
     if (t->txn)
-        t->txn->abort(t->txn);
+        KV_BDB(in->sh, t->txn->abort(t->txn));
     kv__parts_end(t, false);
     if (t->write)
         watchdog_writers(in, -1);

@@ -56,9 +56,27 @@ typedef struct bdb_inst {
     struct bdb_inst *next_kept;  /* in the list of panicked ones (kv_env.c) */
 } bdb_inst;
 
+/* The registry's slots (kv_env.c): REG_MAX of REG_SLOT bytes at REG_SLOTS. */
+#define REG_SLOTS 256              /* where every kvfts version has them */
+#define REG_SLOT 16
+#define REG_MAX 4096               /* processes at once */
+
+/* The commit stamps, a shared page of the registry (kv_env.c), and the
+ * Berkeley DB calls under way (kv_gate.c). */
+typedef struct kv_stamps {
+    char magic[8];
+    atomic_uint_least64_t gen;       /* write commits begun, ever */
+    atomic_int_least64_t inflight;   /* write commits under way */
+    atomic_uint_least16_t slot[REG_MAX];  /* per registry slot: its share */
+    atomic_uint_least32_t recovering;     /* 1 + the slot recovering, or 0 */
+    atomic_uint_least16_t busy[REG_MAX];  /* per slot: threads inside
+                                             Berkeley DB calls (KV_BDB) */
+} kv_stamps;
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_SHORT_LOCK_FREE == 2 &&
+               ATOMIC_INT_LOCK_FREE == 2,
+               "shared atomics must be lock-free");
+
 /* A directory open in this process, shared by its handles. */
-/* The commit stamps, a shared page of the registry (kv_env.c). */
-typedef struct kv_stamps kv_stamps;
 
 typedef struct shared_env {
     dev_t dev;                   /* identity of the directory */
@@ -174,6 +192,27 @@ void kv__inst_mark_dead(bdb_inst *in);
  * open is dead (its registry slot unlocked); false if that cannot be told
  * now.  For kv_stall.c's guess. */
 bool kv__dead_peer(void);
+/* kv_gate.c: every Berkeley DB call is KV_BDB(sh, call), sh the directory
+ * it is in: the call counts as under way (a recovery waits for it), and
+ * first waits while a recovery is under way.  Evaluates to call's value. */
+void kv__bdb_in(shared_env *sh);
+int kv__bdb_out(int ret);
+#define KV_BDB(sh, call) (kv__bdb_in(sh), kv__bdb_out(call))
+/* kv_gate.c: a recovery about to begin (the door held) marks it and waits
+ * for the calls under way; kv__survivors_go ends the mark. */
+void kv__survivors_wait(shared_env *sh);
+void kv__survivors_go(shared_env *sh);
+/* kv_gate.c: whether this thread is recovering (between the two). */
+bool kv__recovering_here(void);
+/* kv_gate.c: whether another open file description holds a lock on byte
+ * @p at of @p fd (true if that cannot be told). */
+bool kv__reg_held(int fd, off_t at);
+long long kv__now_ns(void);                  /* CLOCK_MONOTONIC */
+void kv__sleep_ms(long ms);
+/* kv_env.c: whether a recovery of the regions at @p path (a file) is under
+ * way in another process or thread; false if that cannot be told now.
+ * For kv_stall.c. */
+bool kv__recovery_pending(const char *path);
 /* kv_bdb.c: close a database handle; one Berkeley DB would not close (its
  * environment panicked) is kept reachable, not leaked. */
 void kv__db_close(DB *db, u_int32_t flags);

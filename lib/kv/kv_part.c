@@ -200,8 +200,10 @@ static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
         int rc = db_new(t->inst, &db, err);
         if (rc)
             return rc;
-        int ret = db->open(db, t->txn, file, sub_names[k], DB_BTREE,
-                           DB_CREATE | DB_MULTIVERSION | DB_THREAD, 0644);
+        int ret = KV_BDB(t->inst->sh,
+                         db->open(db, t->txn, file, sub_names[k], DB_BTREE,
+                                  DB_CREATE | DB_MULTIVERSION | DB_THREAD,
+                                  0644));
         if (ret) {
             kv__db_close(db, 0);
             return kv__bdb_err(t->inst, ret, err, file);
@@ -465,14 +467,15 @@ int kv__part_remove(bdb_inst *in, uint32_t id, kv_err *err)
     }
     pthread_mutex_unlock(&in->parts_mu);
     DB_TXN *tx = NULL;
-    int ret = in->env->txn_begin(in->env, NULL, &tx, DB_TXN_NOWAIT);
+    int ret = KV_BDB(in->sh, in->env->txn_begin(in->env, NULL, &tx,
+                                                DB_TXN_NOWAIT));
     if (ret)
         return kv__bdb_err(in, ret, err, "begin transaction");
-    ret = in->env->dbremove(in->env, tx, file, NULL, 0);
+    ret = KV_BDB(in->sh, in->env->dbremove(in->env, tx, file, NULL, 0));
     if (ret) {
-        tx->abort(tx);
+        KV_BDB(in->sh, tx->abort(tx));
     } else {
-        ret = tx->commit(tx, 0);
+        ret = KV_BDB(in->sh, tx->commit(tx, 0));
     }
     if (ret == ENOENT)
         return KVFTS_OK;        /* removed already */

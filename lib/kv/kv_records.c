@@ -71,8 +71,9 @@ static int get_value(kv_txn *t, kv_space s, const void *key, size_t klen,
             v.doff = 0;
             v.dlen = (u_int32_t)head;
         }
-        int ret = db->get(db, t->txn, &k, &v,
-                          for_update && t->write ? DB_RMW : 0);
+        int ret = KV_BDB(t->inst->sh,
+                         db->get(db, t->txn, &k, &v,
+                                 for_update && t->write ? DB_RMW : 0));
         if (ret == DB_BUFFER_SMALL) {
             val->len = 0;
             rc = kv_buf_reserve(val, v.size, err);
@@ -114,7 +115,9 @@ int kv_put(kv_txn *t, kv_space s, const void *key, size_t klen,
     DBT k, v;
     dbt_in(&k, key, klen);
     dbt_in(&v, val, vlen);
-    int ret = db->put(db, t->txn, &k, &v, s == KV_LOOKUPS ? DB_NODUPDATA : 0);
+    int ret = KV_BDB(t->inst->sh, db->put(db, t->txn, &k, &v,
+                                          s == KV_LOOKUPS ? DB_NODUPDATA
+                                                          : 0));
     if (ret == DB_KEYEXIST)
         return KVFTS_OK;   /* the pair is already there */
     return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
@@ -162,7 +165,8 @@ int kv_put_sorted(kv_txn *t, kv_space s, const kv_rec *v, size_t n,
                        kv_spaces[s].name);
     } else {
         DB *db = t->inst->db[s];
-        int ret = db->put(db, t->txn, &m, NULL, DB_MULTIPLE_KEY);
+        int ret = KV_BDB(t->inst->sh,
+                         db->put(db, t->txn, &m, NULL, DB_MULTIPLE_KEY));
         rc = kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
     }
     kv_free(buf);
@@ -177,7 +181,7 @@ int kv_del(kv_txn *t, kv_space s, const void *key, size_t klen, kv_err *err)
         return rc;
     DBT k;
     dbt_in(&k, key, klen);
-    int ret = db->del(db, t->txn, &k, 0);
+    int ret = KV_BDB(t->inst->sh, db->del(db, t->txn, &k, 0));
     return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
 }
 
@@ -189,17 +193,18 @@ int kv_del_pair(kv_txn *t, kv_space s, const void *key, size_t klen,
                          kv_spaces[s].name);
     DB *db = t->inst->db[s];
     DBC *c = NULL;
-    int ret = db->cursor(db, t->txn, &c, 0);
+    shared_env *sh = t->inst->sh;
+    int ret = KV_BDB(sh, db->cursor(db, t->txn, &c, 0));
     if (ret)
         return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
     DBT k, v;
     dbt_in(&k, key, klen);
     dbt_in(&v, val, vlen);
-    ret = c->get(c, &k, &v, DB_GET_BOTH | DB_RMW);
+    ret = KV_BDB(sh, c->get(c, &k, &v, DB_GET_BOTH | DB_RMW));
     if (ret == 0)
-        ret = c->del(c, 0);
+        ret = KV_BDB(sh, c->del(c, 0));
     int rc = kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
-    int cret = c->close(c);
+    int cret = KV_BDB(sh, c->close(c));
     if (!rc && cret)
         rc = kv__bdb_err(t->inst, cret, err, kv_spaces[s].name);
     return rc;
@@ -308,7 +313,7 @@ int kv_cursor_open(kv_cursor **out, kv_txn *t, kv_space s, kv_err *err)
     }
     if (!kv__parted(s)) {
         DB *db = t->inst->db[s];
-        int ret = db->cursor(db, t->txn, &c->dbc, 0);
+        int ret = KV_BDB(t->inst->sh, db->cursor(db, t->txn, &c->dbc, 0));
         if (ret) {
             kv_cursor_close(c);
             return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
@@ -324,11 +329,11 @@ void kv_cursor_close(kv_cursor *c)
         return;
     if (c->pcs) {
         for (size_t i = 0; i < c->npcs; i++)
-            c->pcs[i].dbc->close(c->pcs[i].dbc);
+            KV_BDB(c->txn->inst->sh, c->pcs[i].dbc->close(c->pcs[i].dbc));
         if (c->pcs != c->inline_pcs)
             kv_free(c->pcs);
     } else if (c->dbc) {
-        c->dbc->close(c->dbc);
+        KV_BDB(c->txn->inst->sh, c->dbc->close(c->dbc));
     }
     kv_buf_free(&c->key);
     kv_buf_free(&c->val);
@@ -363,7 +368,7 @@ static int cursor_bind(kv_cursor *c, const void *key, size_t klen,
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     c->pcs = arr;
     DBC *dbc = NULL;
-    int ret = db->cursor(db, c->txn->txn, &dbc, 0);
+    int ret = KV_BDB(c->txn->inst->sh, db->cursor(db, c->txn->txn, &dbc, 0));
     if (ret)
         return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
     c->pcs[c->npcs++] = (struct kv_pcur){ id, dbc };
@@ -405,7 +410,7 @@ static int cursor_get_v(kv_cursor *c, u_int32_t flag, const void *skey,
         }
         if (skey)
             k.size = (u_int32_t)c->key.len;
-        int ret = c->dbc->get(c->dbc, &k, &v, flag);
+        int ret = KV_BDB(c->txn->inst->sh, c->dbc->get(c->dbc, &k, &v, flag));
         if (ret == DB_BUFFER_SMALL) {
             int rc = 0;
             if (k.size > k.ulen) {
@@ -498,8 +503,10 @@ int kv_cursor_bulk(kv_cursor *c, const void *key, size_t klen, kv_bulk *b,
         v.data = b->buf.data;
         v.ulen = (u_int32_t)want;
         v.flags = DB_DBT_USERMEM;
-        int ret = c->dbc->get(c->dbc, &k, &v, (key ? DB_SET_RANGE : DB_NEXT) |
-                                              DB_MULTIPLE_KEY);
+        int ret = KV_BDB(c->txn->inst->sh,
+                         c->dbc->get(c->dbc, &k, &v,
+                                     (key ? DB_SET_RANGE : DB_NEXT) |
+                                         DB_MULTIPLE_KEY));
         if (ret == DB_BUFFER_SMALL) {
             want = (size_t)v.size > want * 2 ? (size_t)v.size : want * 2;
             if (k.size > k.ulen)
@@ -588,7 +595,7 @@ int kv_cursor_del(kv_cursor *c, kv_err *err)
     if (!c->dbc)
         return kv_seterr(err, KVFTS_EINVAL, "%s: cursor not positioned",
                          kv_spaces[c->space].name);
-    int ret = c->dbc->del(c->dbc, 0);
+    int ret = KV_BDB(c->txn->inst->sh, c->dbc->del(c->dbc, 0));
     return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
 }
 

@@ -23,6 +23,8 @@
  *     on, after each slice, it asks whether it waits in vain (vain()):
  *       (a) the object lies in a mapping of a file since deleted: another
  *           process recovered the environment and removed these regions;
+ *           or a recovery of them is under way, which waits for the calls
+ *           under way (kv_env.c), this one among them;
  *       (b) a mutex's owner, or a write-held latch's, is a thread that no
  *           longer exists, seen twice in a row;
  *       (c) after STALL_GUESS_MS, a latch held by readers (glibc does not
@@ -159,15 +161,16 @@ typedef struct stall {
     int dead_owner;               /* (b): the owner seen gone last slice */
 } stall;
 
-/* (a): the mapping holding @p obj is of a deleted file. */
-static bool mapping_deleted(const void *obj)
+/* (a): the mapping holding @p obj is of a deleted file, or a recovery of
+ * the regions it is in is under way (kv__recovery_pending). */
+static bool mapping_vain(const void *obj)
 {
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return false;
     char *line = NULL;
     size_t cap = 0;
-    bool deleted = false;
+    bool v = false;
     ssize_t n;
     uintptr_t a = (uintptr_t)obj;
     while ((n = getline(&line, &cap, f)) > 0) {
@@ -176,12 +179,15 @@ static bool mapping_deleted(const void *obj)
             continue;
         while (n > 0 && line[n - 1] == '\n')
             line[--n] = '\0';
-        deleted = n >= 10 && strcmp(line + n - 10, " (deleted)") == 0;
+        v = n >= 10 && strcmp(line + n - 10, " (deleted)") == 0;
+        const char *path = strchr(line, '/');
+        if (!v && path)
+            v = kv__recovery_pending(path);
         break;
     }
     free(line);
     fclose(f);
-    return deleted;
+    return v;
 }
 
 static bool thread_gone(int tid)
@@ -198,7 +204,7 @@ static bool vain(stall *s, const void *obj, int owner, bool guess)
     if (waited < STALL_FIRST_MS)
         return false;
     int saved = errno;
-    bool v = mapping_deleted(obj);
+    bool v = mapping_vain(obj);
     if (!v && owner > 0 && thread_gone(owner)) {
         v = s->dead_owner == owner;
         s->dead_owner = owner;
@@ -229,7 +235,7 @@ static bool spinning(const void *obj)
     if (__builtin_expect(++tls_calls % SPIN_EVERY != 0, 1))
         return false;
     int saved = errno;
-    bool v = mapping_deleted(obj);
+    bool v = mapping_vain(obj);
     if (!v && kv__dead_peer()) {
         long long now = mono_ms();
         if (!tls_dead_since)

@@ -1149,6 +1149,102 @@ static void test_commit_after_recovery(void **state)
     close_pipes(ready2, go2);
 }
 
+/* A recovery waits for the survivors' Berkeley DB calls under way: one of
+ * them could be a commit, writing the log the recovery reads (seen: "Log
+ * file corrupt", acknowledged writes lost).  A reader sleeps inside a call
+ * (the compare hook) while another process died inside Berkeley DB and a
+ * third recovers: the recovery ends only after the sleeping call did.
+ * Each notes when it was done in the pipe times[]: who (0 the sleeper, 1
+ * the recoverer) and CLOCK_MONOTONIC ns. */
+static int times[2] = { -1, -1 };
+static int inside[2] = { -1, -1 };
+
+static void note_time(int who)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long n[2] = { who, (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec };
+    if (write(times[1], n, sizeof n) != (ssize_t)sizeof n)
+        _exit(5);
+}
+
+static int sleep_reading(kv_env *e)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    kv_cursor *c;
+    if (kv_txn_begin(&t, e, false, &err) ||
+        kv_cursor_open(&c, t, KV_DOCS, &err))
+        return 3;
+    kv_test_sleep_in_compare(inside[1], 3000);
+    int rc = kv_cursor_seek(c, "\0\0\0\2", 4, &err);
+    note_time(0);
+    kv_cursor_close(c);
+    kv_txn_abort(t);
+    return rc == KVFTS_OK || rc == KV_RETRY ? 0 : 4;
+}
+
+static int recover_k_noted(kv_env *e)
+{
+    int rc = recover_k(e);
+    note_time(1);
+    return rc;
+}
+
+static void test_recovery_waits_for_calls(void **state)
+{
+#ifdef NO_STALL_GUARD
+    skip();
+#endif
+    fx *f = *state;
+    docs_then_close(f);
+    assert_int_equal(pipe(times), 0);
+    assert_int_equal(pipe(inside), 0);
+    int ready[2], go[2], ready2[2], go2[2], ready3[2], go3[2];
+    pid_t dier = child_after(f->dir, ready, go, die_reading, KV_DOCS);
+    pid_t sleeper = child_after(f->dir, ready2, go2, sleep_reading, KV_DOCS);
+    pid_t opener = child_after(f->dir, ready3, go3, recover_k_noted, -1);
+    assert_int_equal(write(go2[1], "g", 1), 1);
+    char ch;
+    assert_int_equal(read(inside[0], &ch, 1), 1);  /* it sleeps inside */
+    assert_int_equal(write(go[1], "g", 1), 1);
+    int status;
+    assert_int_equal(waitpid(dier, &status, 0), dier);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    /* The opener's failchk finds the dead one died inside: it recovers. */
+    assert_int_equal(write(go3[1], "g", 1), 1);
+    status = wait_child(opener, 30);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    status = wait_child(sleeper, 30);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    long long n[2], at[2] = { 0, 0 };
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(read(times[0], n, sizeof n), sizeof n);
+        assert_true(n[0] == 0 || n[0] == 1);
+        at[n[0]] = n[1];
+    }
+    /* the recovery ended after the sleeping call did */
+    assert_true(at[0] > 0 && at[1] > at[0]);
+    /* and the database is whole */
+    kv_err err = KV_ERR_INIT;
+    kv_env_options o = { false, false, 0 };
+    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
+    kv_txn *t;
+    kv_buf v = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_DOCS, "\0\0\0\3", 4, &v, false, &err), 0);
+    assert_int_equal(v.len, 5);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+    close_pipes(ready, go);
+    close_pipes(ready2, go2);
+    close_pipes(ready3, go3);
+    close(times[0]);
+    close(times[1]);
+    close(inside[0]);
+    close(inside[1]);
+}
+
 static void test_duplicates(void **state)
 {
     fx *f = *state;
@@ -1628,6 +1724,8 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_commit_after_recovery, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_recovery_waits_for_calls,
+                                        fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_duplicates, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_deadlock_retry, fx_setup,

@@ -236,6 +236,10 @@ void kv_test_plain_files(bool on);
  *  its @p n th call from now: inside Berkeley DB, holding a page latch.
  *  n = 0: it only compares. */
 void kv_test_die_in_compare(kv_space s, int n);
+/** Test hook: with kv_test_die_in_compare's function in place, its next
+ *  call writes one byte to @p fd and then sleeps @p ms milliseconds:
+ *  a thread inside a Berkeley DB call, for that long. */
+void kv_test_sleep_in_compare(int fd, int ms);
 /** Whether Berkeley DB's waits in this process end when they wait for a
  *  dead process (lib/kv/kv_stall.c): false only where that is not built
  *  (ThreadSanitizer). */
