@@ -215,6 +215,20 @@ void kv_test_die_in_compare(kv_space s, int n)
     atomic_store(&test_die_calls, n);
 }
 
+/* Test hooks: kv_test_die_after_recovery, kv_test_recoveries. */
+static _Thread_local bool tls_die_after_recovery;
+static atomic_int test_recoveries;
+
+void kv_test_die_after_recovery(bool on)
+{
+    tls_die_after_recovery = on;
+}
+
+int kv_test_recoveries(void)
+{
+    return atomic_load(&test_recoveries);
+}
+
 /* Test hook: kv_test_sleep_in_compare. */
 static atomic_int test_sleep_ms;
 static int test_sleep_fd = -1;
@@ -1355,8 +1369,8 @@ static int inst_open_checked(shared_env *sh, bool create, bool recover,
 {
     int alive, dead;
     reg_scan(sh, &alive, &dead);
-    if (sh->stamps)      /* the door is ours: any mark is a dead one's */
-        atomic_store(&sh->stamps->recovering, 0);
+    if (kv__recovery_owed(sh))
+        recover = true;  /* the last one did not succeed: not to be joined */
     int rc;
     for (;;) {
         /* With a dead process: failchk releases what it held, or cannot
@@ -1370,7 +1384,11 @@ static int inst_open_checked(shared_env *sh, bool create, bool recover,
         }
         break;
     }
-    kv__survivors_go(sh);
+    if (recover && !rc && tls_die_after_recovery)
+        raise(SIGKILL);
+    if (recover && !rc)
+        atomic_fetch_add(&test_recoveries, 1);
+    kv__survivors_go(sh, recover && !rc);
     if (rc)
         return rc;
     if (dead)

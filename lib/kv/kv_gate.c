@@ -18,6 +18,15 @@
  * (kv__recovery_pending).  Without the stamps page (a full disk) a
  * recovery does not wait, as before this existed.
  *
+ * A recovery that fails (Berkeley DB's recovery stopped with an error)
+ * or whose process dies leaves regions that look whole but hold an
+ * environment half recovered: a process that joined them and ran failchk
+ * went on writing into it, and the next recovery lost a run of committed
+ * batches (seen in e2e.reader_kill: 14 batches of a load gone, its keys
+ * reused).  So the page's owed mark is set before a recovery begins and
+ * cleared only when one succeeds; while it is set the next process at
+ * the door recovers instead of joining (kv_env.c, inst_open_checked).
+ *
  * Counting costs two atomic operations on a cache line of the process's
  * own per call.
  */
@@ -125,6 +134,7 @@ void kv__survivors_wait(shared_env *sh)
     if (!sh->stamps || sh->slot < 0)
         return;
     kv_stamps *st = sh->stamps;
+    atomic_store(&st->owed, 1);
     atomic_store(&st->recovering, (uint_least32_t)sh->slot + 1);
     tls_recovering = true;
     long long end = kv__now_ns() + RECOVER_WAIT_NS;
@@ -139,11 +149,19 @@ void kv__survivors_wait(shared_env *sh)
     }
 }
 
-void kv__survivors_go(shared_env *sh)
+void kv__survivors_go(shared_env *sh, bool recovered)
 {
-    if (sh->stamps)
+    if (sh->stamps) {
+        if (recovered)
+            atomic_store(&sh->stamps->owed, 0);
         atomic_store(&sh->stamps->recovering, 0);
+    }
     tls_recovering = false;
+}
+
+bool kv__recovery_owed(shared_env *sh)
+{
+    return sh->stamps && atomic_load(&sh->stamps->owed);
 }
 
 bool kv__recovering_here(void)

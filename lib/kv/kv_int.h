@@ -69,6 +69,8 @@ typedef struct kv_stamps {
     atomic_int_least64_t inflight;   /* write commits under way */
     atomic_uint_least16_t slot[REG_MAX];  /* per registry slot: its share */
     atomic_uint_least32_t recovering;     /* 1 + the slot recovering, or 0 */
+    atomic_uint_least32_t owed;           /* 1: a recovery began and has not
+                                             succeeded since (kv_gate.c) */
     atomic_uint_least16_t busy[REG_MAX];  /* per slot: threads inside
                                              Berkeley DB calls (KV_BDB) */
 } kv_stamps;
@@ -199,9 +201,13 @@ void kv__bdb_in(shared_env *sh);
 int kv__bdb_out(int ret);
 #define KV_BDB(sh, call) (kv__bdb_in(sh), kv__bdb_out(call))
 /* kv_gate.c: a recovery about to begin (the door held) marks it and waits
- * for the calls under way; kv__survivors_go ends the mark. */
+ * for the calls under way; kv__survivors_go ends the mark, and says
+ * whether the recovery succeeded.  kv__recovery_owed: one began and did
+ * not succeed (its maker died or failed): the regions it left must not be
+ * joined, only recovered again. */
 void kv__survivors_wait(shared_env *sh);
-void kv__survivors_go(shared_env *sh);
+void kv__survivors_go(shared_env *sh, bool recovered);
+bool kv__recovery_owed(shared_env *sh);
 /* kv_gate.c: whether this thread is recovering (between the two). */
 bool kv__recovering_here(void);
 /* kv_gate.c: whether another open file description holds a lock on byte

@@ -43,6 +43,10 @@
  *   - pthread_cond_destroy returns at once.  Berkeley DB destroys one only
  *     to initialise it again (or with its region), and the only waiters
  *     then left on it are dead ones.
+ * The thread running a recovery never gives up: the dead process it
+ * recovers from is still registered while it does, and (c) and the spin
+ * check took its many calls in a slow recovery for a wait in vain (seen:
+ * recoveries failing with DB_RUNRECOVERY in the sanitizer build).
  * A process killed inside the short section where a lock wait's own mutex
  * is held still leaves a waiter that glibc itself blocks on; that is not
  * covered.  Under ThreadSanitizer, whose runtime defines these calls, none
@@ -201,7 +205,7 @@ static bool thread_gone(int tid)
 static bool vain(stall *s, const void *obj, int owner, bool guess)
 {
     long long waited = mono_ms() - s->start;
-    if (waited < STALL_FIRST_MS)
+    if (waited < STALL_FIRST_MS || kv__recovering_here())
         return false;
     int saved = errno;
     bool v = mapping_vain(obj);
@@ -232,7 +236,8 @@ static _Thread_local long long tls_dead_since;   /* mono_ms(); 0: none */
 
 static bool spinning(const void *obj)
 {
-    if (__builtin_expect(++tls_calls % SPIN_EVERY != 0, 1))
+    if (__builtin_expect(++tls_calls % SPIN_EVERY != 0, 1) ||
+        kv__recovering_here())
         return false;
     int saved = errno;
     bool v = mapping_vain(obj);

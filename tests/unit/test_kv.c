@@ -1245,6 +1245,65 @@ static void test_recovery_waits_for_calls(void **state)
     close(inside[1]);
 }
 
+/* A recovery whose process dies (or whose Berkeley DB recovery fails)
+ * leaves regions that look whole: a survivor's next process at the door
+ * joined them and ran failchk, and went on writing into an environment
+ * whose recovery had not been seen through (seen: a later recovery lost
+ * 14 committed batches of a load).  Now the next process recovers again. */
+static int die_recovering(kv_env *e)
+{
+    kv_test_die_after_recovery(true);
+    return recover_k(e) ? 3 : 4;        /* not reached: killed */
+}
+
+static int stay_open(kv_env *e)
+{
+    (void)e;
+    struct timespec ts = { 30, 0 };
+    nanosleep(&ts, NULL);               /* killed by the test before */
+    return 0;
+}
+
+static void test_unfinished_recovery_redone(void **state)
+{
+#ifdef NO_STALL_GUARD
+    skip();
+#endif
+    fx *f = *state;
+    docs_then_close(f);
+    int ready[2], go[2], ready2[2], go2[2], ready3[2], go3[2];
+    pid_t dier = child_after(f->dir, ready, go, die_reading, KV_DOCS);
+    pid_t stayer = child_after(f->dir, ready2, go2, stay_open, -1);
+    pid_t recoverer = child_after(f->dir, ready3, go3, die_recovering, -1);
+    assert_int_equal(write(go2[1], "g", 1), 1);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    int status;
+    assert_int_equal(waitpid(dier, &status, 0), dier);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    assert_int_equal(write(go3[1], "g", 1), 1);
+    status = wait_child(recoverer, 30);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    /* Another process is alive (stayer): this open is not the first, and
+     * finds the recovery not done. */
+    int before = kv_test_recoveries();
+    kv_err err = KV_ERR_INIT;
+    kv_env_options o = { false, false, 0 };
+    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
+    assert_int_equal(kv_test_recoveries(), before + 1);
+    kv_txn *t;
+    kv_buf v = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_DOCS, "\0\0\0\3", 4, &v, false, &err), 0);
+    assert_int_equal(v.len, 5);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
+    kill(stayer, SIGKILL);
+    waitpid(stayer, &status, 0);
+    close_pipes(ready, go);
+    close_pipes(ready2, go2);
+    close_pipes(ready3, go3);
+}
+
 static void test_duplicates(void **state)
 {
     fx *f = *state;
@@ -1725,6 +1784,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_commit_after_recovery, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_recovery_waits_for_calls,
+                                        fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_unfinished_recovery_redone,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_duplicates, fx_setup,
                                         fx_teardown),

@@ -240,6 +240,11 @@ void kv_test_die_in_compare(kv_space s, int n);
  *  call writes one byte to @p fd and then sleeps @p ms milliseconds:
  *  a thread inside a Berkeley DB call, for that long. */
 void kv_test_sleep_in_compare(int fd, int ms);
+/** Test hook: in this thread, a recovery kills the process (SIGKILL) once
+ *  Berkeley DB's recovery has run and before it is marked done. */
+void kv_test_die_after_recovery(bool on);
+/** Test hook: recoveries this process has run to the end. */
+int kv_test_recoveries(void);
 /** Whether Berkeley DB's waits in this process end when they wait for a
  *  dead process (lib/kv/kv_stall.c): false only where that is not built
  *  (ThreadSanitizer). */
