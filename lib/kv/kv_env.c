@@ -424,11 +424,7 @@ static int config_write(const char *dir, uint64_t cache, kv_err *err)
 static int reg_lock(int fd, off_t at, short type, bool wait)
 {
     struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = type;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = at;
-    fl.l_len = 1;
+    kv__flock_byte(&fl, type, at);
     for (;;) {
         if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
             return 0;

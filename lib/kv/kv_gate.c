@@ -53,15 +53,20 @@ void kv__sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+void kv__flock_byte(struct flock *fl, short type, off_t at)
+{
+    memset(fl, 0, sizeof *fl);
+    fl->l_type = type;
+    fl->l_whence = SEEK_SET;
+    fl->l_start = at;
+    fl->l_len = 1;
+}
+
 /* True if another open file description holds a lock on byte at. */
 bool kv__reg_held(int fd, off_t at)
 {
     struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = at;
-    fl.l_len = 1;
+    kv__flock_byte(&fl, F_WRLCK, at);
     if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
         return true;                    /* cannot tell: take it as alive */
     return fl.l_type != F_UNLCK;

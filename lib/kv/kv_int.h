@@ -213,6 +213,9 @@ bool kv__recovering_here(void);
 /* kv_gate.c: whether another open file description holds a lock on byte
  * @p at of @p fd (true if that cannot be told). */
 bool kv__reg_held(int fd, off_t at);
+/* kv_gate.c: @p fl set to lock (@p type) byte @p at of a file. */
+struct flock;
+void kv__flock_byte(struct flock *fl, short type, off_t at);
 long long kv__now_ns(void);                  /* CLOCK_MONOTONIC */
 void kv__sleep_ms(long ms);
 /* kv_env.c: whether a recovery of the regions at @p path (a file) is under

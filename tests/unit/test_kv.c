@@ -1030,6 +1030,15 @@ static void docs_then_close(fx *f)
     f->env = NULL;
 }
 
+/* Let child @p pid (die_reading) run, and see it killed. */
+static void let_die(pid_t pid, int go[2])
+{
+    int status;
+    assert_int_equal(write(go[1], "g", 1), 1);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
 /* This process opens f->dir again, begins a write transaction that puts
  * @p key in space @p s, and then lets @p reader (die_reading) run and
  * die: the transaction is returned open. */
@@ -1042,10 +1051,7 @@ static kv_txn *write_while_reader_dies(fx *f, pid_t reader, int go[2],
     kv_txn *t;
     assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
     assert_int_equal(kv_put(t, s, key, strlen(key), "v", 1, &err), 0);
-    assert_int_equal(write(go[1], "g", 1), 1);
-    int status;
-    assert_int_equal(waitpid(reader, &status, 0), reader);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    let_die(reader, go);
     return t;
 }
 
@@ -1207,13 +1213,10 @@ static void test_recovery_waits_for_calls(void **state)
     assert_int_equal(write(go2[1], "g", 1), 1);
     char ch;
     assert_int_equal(read(inside[0], &ch, 1), 1);  /* it sleeps inside */
-    assert_int_equal(write(go[1], "g", 1), 1);
-    int status;
-    assert_int_equal(waitpid(dier, &status, 0), dier);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    let_die(dier, go);
     /* The opener's failchk finds the dead one died inside: it recovers. */
     assert_int_equal(write(go3[1], "g", 1), 1);
-    status = wait_child(opener, 30);
+    int status = wait_child(opener, 30);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     status = wait_child(sleeper, 30);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -1276,12 +1279,9 @@ static void test_unfinished_recovery_redone(void **state)
     pid_t stayer = child_after(f->dir, ready2, go2, stay_open, -1);
     pid_t recoverer = child_after(f->dir, ready3, go3, die_recovering, -1);
     assert_int_equal(write(go2[1], "g", 1), 1);
-    assert_int_equal(write(go[1], "g", 1), 1);
-    int status;
-    assert_int_equal(waitpid(dier, &status, 0), dier);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    let_die(dier, go);
     assert_int_equal(write(go3[1], "g", 1), 1);
-    status = wait_child(recoverer, 30);
+    int status = wait_child(recoverer, 30);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     /* Another process is alive (stayer): this open is not the first, and
      * finds the recovery not done. */
