@@ -42,7 +42,6 @@ cmake --build build-tsan -j"$jobs" --target test_threads test_api test_kv >/dev/
 ctest --test-dir build-tsan --output-on-failure -j"$jobs" \
     -R '^unit\.(threads|api|kv)$'
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp" \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run build-sanitize -DCMAKE_BUILD_TYPE=Debug -DKVFTS_SANITIZE=ON
 echo "== all tests passed (plain, ThreadSanitizer and ASan+UBSan)"
