@@ -581,6 +581,37 @@ bool kv__recovery_pending(const char *path)
     return pending;
 }
 
+/* The door's lock belongs to the open file description, so to every
+ * thread of the process: a thread takes door_mu first.  Without it a
+ * second thread's try (maybe_failchk) got the door while another thread
+ * held it (recovering, say), and its unlock then dropped that thread's
+ * door, letting another process in.  -1 if not taken (busy, or an error:
+ * errno). */
+static int door_lock(shared_env *sh, bool wait)
+{
+    if (wait)
+        pthread_mutex_lock(&sh->door_mu);
+    else if (pthread_mutex_trylock(&sh->door_mu) != 0)
+        return -1;
+    if (reg_lock(sh->reg_fd, REG_DOOR, F_WRLCK, wait) != 0) {
+        int e = errno;
+        pthread_mutex_unlock(&sh->door_mu);
+        errno = e;
+        return -1;
+    }
+    sh->door_mine = true;
+    return 0;
+}
+
+static void reg_door_unlock(shared_env *sh)
+{
+    if (!sh->door_mine)
+        return;
+    sh->door_mine = false;
+    reg_lock(sh->reg_fd, REG_DOOR, F_UNLCK, false);
+    pthread_mutex_unlock(&sh->door_mu);
+}
+
 /* Open the registry and take a slot.  Leaves the door locked. */
 static int reg_join(shared_env *sh, kv_err *err)
 {
@@ -593,7 +624,7 @@ static int reg_join(shared_env *sh, kv_err *err)
         return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot open: %s "
                          "(the directory must be writable, even to read)",
                          sh->dir, strerror(errno));
-    if (reg_lock(sh->reg_fd, REG_DOOR, F_WRLCK, true) != 0)
+    if (door_lock(sh, true) != 0)
         return kv_seterr(err, KVFTS_ERROR, "database '%s': cannot lock %s: "
                          "%s", sh->dir, REG_FILE, strerror(errno));
     reg_slot s;
@@ -614,11 +645,6 @@ static int reg_join(shared_env *sh, kv_err *err)
     sh->slot = i;
     reg_write(sh->reg_fd, i, 'L', (long)getpid());
     return KVFTS_OK;
-}
-
-static void reg_door_unlock(shared_env *sh)
-{
-    reg_lock(sh->reg_fd, REG_DOOR, F_UNLCK, false);
 }
 
 static void reg_leave(shared_env *sh)
@@ -1428,7 +1454,7 @@ static int inst_acquire(shared_env *sh, bool create, bdb_inst **out,
     pthread_mutex_unlock(&sh->mu);
 
     bdb_inst *in = NULL;
-    int rc = reg_lock(sh->reg_fd, REG_DOOR, F_WRLCK, true) == 0
+    int rc = door_lock(sh, true) == 0
                  ? KVFTS_OK
                  : kv_seterr(err, KVFTS_ERROR, "database '%s': cannot lock "
                              "%s: %s", sh->dir, REG_FILE, strerror(errno));
@@ -1467,7 +1493,7 @@ static int maybe_failchk(bdb_inst *in, kv_err *err)
         !atomic_compare_exchange_strong(&sh->failchk_at, &last, now))
         return KVFTS_OK;
     int alive, dead;
-    if (reg_lock(sh->reg_fd, REG_DOOR, F_WRLCK, false) != 0)
+    if (door_lock(sh, false) != 0)
         return KVFTS_OK;           /* someone else is at the door */
     reg_scan(sh, &alive, &dead);
     int rc = KVFTS_OK;
@@ -1549,7 +1575,7 @@ static void shared_close(shared_env *sh)
         in = NULL;
     }
     if (sh->reg_fd >= 0) {
-        reg_lock(sh->reg_fd, REG_DOOR, F_WRLCK, true);
+        door_lock(sh, true);
         int alive = 0, dead = 0;
         reg_scan(sh, &alive, &dead);
         /* A panicked environment (a damaged page) is left for the next
@@ -1562,7 +1588,11 @@ static void shared_close(shared_env *sh)
             home_remove(sh->home, sh->home_shm);
         else if (panicked)
             sh->slot = -1;  /* our mark stays: the next process recovers */
-        reg_leave(sh);
+        reg_leave(sh);             /* drops the door with the descriptor */
+        if (sh->door_mine) {
+            sh->door_mine = false;
+            pthread_mutex_unlock(&sh->door_mu);
+        }
         if (sh->stamps)
             munmap(sh->stamps, REG_STAMPS_LEN);
     } else if (in) {
@@ -1571,6 +1601,7 @@ static void shared_close(shared_env *sh)
     if (sh->owner_fd >= 0)
         close(sh->owner_fd);
     pthread_mutex_destroy(&sh->mu);
+    pthread_mutex_destroy(&sh->door_mu);
     pthread_cond_destroy(&sh->cv);
     kv_free(sh->dir);
     free(sh->absdir);       /* from realpath(3) */
@@ -1589,6 +1620,7 @@ static int shared_open(shared_env **out, const char *dir,
     sh->owner_fd = -1;
     sh->slot = -1;
     pthread_mutex_init(&sh->mu, NULL);
+    pthread_mutex_init(&sh->door_mu, NULL);
     pthread_cond_init(&sh->cv, NULL);
     atomic_init(&sh->failchk_at, 0);
     sh->dir = kv_strndup(dir, strlen(dir));

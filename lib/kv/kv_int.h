@@ -92,6 +92,8 @@ typedef struct shared_env {
     int owner_fd;                /* HOME/kvfts.owner, read-locked, or -1 */
     long slot;                   /* our slot in it */
     kv_stamps *stamps;           /* mapped from it, or NULL */
+    pthread_mutex_t door_mu;     /* held by the thread holding the door */
+    bool door_mine;              /* this process holds the door (door_mu) */
     pthread_mutex_t mu;          /* guards inst, opening, and inst->users */
     pthread_cond_t cv;
     bdb_inst *inst;              /* the current instance */
