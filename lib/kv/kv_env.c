@@ -493,7 +493,7 @@ static void reg_scan(shared_env *sh, int *alive, int *dead)
     for (long i = 0; i < REG_MAX && reg_iter_read(&it, i, &s); i++) {
         if (i == sh->slot || s.mark != 'L')
             continue;
-        if (kv__reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT))
+        if (kv__slot_alive(sh, i))
             (*alive)++;
         else
             (*dead)++;
@@ -526,7 +526,7 @@ static void reg_clear_dead(shared_env *sh)
     reg_iter_init(&it, sh->reg_fd);
     for (long i = 0; i < REG_MAX && reg_iter_read(&it, i, &s); i++)
         if (i != sh->slot && s.mark == 'L' &&
-            !kv__reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT)) {
+            !kv__slot_alive(sh, i)) {
             if (sh->stamps) {
                 unsigned k = atomic_exchange(&sh->stamps->slot[i], 0);
                 atomic_fetch_sub(&sh->stamps->inflight, (long long)k);
@@ -567,8 +567,6 @@ static int stamps_setup(shared_env *sh, kv_err *err)
 
 bool kv__recovery_pending(const char *path)
 {
-    if (kv__recovering_here())
-        return false;      /* the recovery's own waits: its new regions */
     if (pthread_mutex_trylock(&shared_mu) != 0)
         return false;
     bool pending = false;
@@ -1041,7 +1039,7 @@ static int is_alive(DB_ENV *dbenv, pid_t pid, db_threadid_t tid,
     reg_iter_init(&it, sh->reg_fd);
     for (long i = 0; i < REG_MAX && reg_iter_read(&it, i, &s); i++)
         if (s.mark == 'L' && s.pid == (long)pid)
-            return kv__reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT);
+            return kv__slot_alive(sh, i);
     return 0;                       /* not registered: not one of ours */
 }
 
@@ -1406,11 +1404,12 @@ static int inst_open_checked(shared_env *sh, bool create, bool recover,
         }
         break;
     }
-    if (recover && !rc && tls_die_after_recovery)
+    bool recovered = recover && !rc;
+    if (recovered && tls_die_after_recovery)
         raise(SIGKILL);
-    if (recover && !rc)
+    if (recovered)
         atomic_fetch_add(&test_recoveries, 1);
-    kv__survivors_go(sh, recover && !rc);
+    kv__survivors_go(sh, recovered);
     if (rc)
         return rc;
     if (dead)
@@ -1589,10 +1588,7 @@ static void shared_close(shared_env *sh)
         else if (panicked)
             sh->slot = -1;  /* our mark stays: the next process recovers */
         reg_leave(sh);             /* drops the door with the descriptor */
-        if (sh->door_mine) {
-            sh->door_mine = false;
-            pthread_mutex_unlock(&sh->door_mu);
-        }
+        reg_door_unlock(sh);       /* and door_mu (the unlock finds no fd) */
         if (sh->stamps)
             munmap(sh->stamps, REG_STAMPS_LEN);
     } else if (in) {

@@ -64,7 +64,7 @@ void kv__flock_byte(struct flock *fl, short type, off_t at)
 }
 
 /* True if another open file description holds a lock on byte at. */
-bool kv__reg_held(int fd, off_t at)
+static bool reg_held(int fd, off_t at)
 {
     struct flock fl;
     kv__flock_byte(&fl, F_WRLCK, at);
@@ -77,10 +77,9 @@ bool kv__reg_held(int fd, off_t at)
  * recovery's) do not wait behind its mark. */
 static _Thread_local bool tls_recovering;
 
-/* Whether the process in slot @p i holds it (is alive). */
-static bool slot_alive(shared_env *sh, long i)
+bool kv__slot_alive(shared_env *sh, long i)
 {
-    return kv__reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT);
+    return reg_held(sh->reg_fd, REG_SLOTS + (off_t)i * REG_SLOT);
 }
 
 /* The counts this thread's calls under way took (kv__bdb_out gives them
@@ -107,7 +106,7 @@ static atomic_uint_least16_t *busy_enter(shared_env *sh)
         long long now = kv__now_ns();
         if (now - checked >= 100000000ll) {
             checked = now;
-            if ((long)r - 1 != sh->slot && !slot_alive(sh, (long)r - 1))
+            if ((long)r - 1 != sh->slot && !kv__slot_alive(sh, (long)r - 1))
                 return b;
         }
         atomic_fetch_sub(b, 1);
@@ -148,7 +147,7 @@ void kv__survivors_wait(shared_env *sh)
         bool busy = false;
         for (long i = 0; i < REG_MAX && !busy; i++)
             busy = atomic_load(&st->busy[i]) > 0 &&
-                   (i == sh->slot || slot_alive(sh, i));
+                   (i == sh->slot || kv__slot_alive(sh, i));
         if (!busy || kv__now_ns() >= end)
             return;
         kv__sleep_ms(ms);

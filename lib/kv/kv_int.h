@@ -79,7 +79,6 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_SHORT_LOCK_FREE == 2 &&
                "shared atomics must be lock-free");
 
 /* A directory open in this process, shared by its handles. */
-
 typedef struct shared_env {
     dev_t dev;                   /* identity of the directory */
     ino_t ino;
@@ -212,9 +211,10 @@ void kv__survivors_go(shared_env *sh, bool recovered);
 bool kv__recovery_owed(shared_env *sh);
 /* kv_gate.c: whether this thread is recovering (between the two). */
 bool kv__recovering_here(void);
-/* kv_gate.c: whether another open file description holds a lock on byte
- * @p at of @p fd (true if that cannot be told). */
-bool kv__reg_held(int fd, off_t at);
+/* kv_gate.c: whether the process in registry slot @p i holds it (is
+ * alive): another open file description has its byte locked (true if
+ * that cannot be told). */
+bool kv__slot_alive(shared_env *sh, long i);
 /* kv_gate.c: @p fl set to lock (@p type) byte @p at of a file. */
 struct flock;
 void kv__flock_byte(struct flock *fl, short type, off_t at);
