@@ -480,45 +480,44 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
     if (idx_svb_size(tf, b->tfb, nv, true) != b->tfb)
         return corrupt_block(b, "term frequencies", err);
     idx_svb_decode_0124(tf, l->vtf, nv);
-    /* Checks and summaries in one branch-free pass over local pointers
+    /* Checks and summaries in branch-free passes over local pointers
      * (the compiler cannot keep l->... in registers across the stores),
-     * which also sums the tfs: the positions' count, for decode_gaps. */
+     * which also sum the tfs: each view's offset in the position stream
+     * (poff, for decode_gaps) and the positions' count. */
     const uint32_t *restrict vs = l->vstart, *restrict vcol = l->vcol;
-    uint32_t *restrict vtf = l->vtf;
+    uint32_t *restrict vtf = l->vtf, *restrict poff = l->poff;
     bool bad = false;
     uint64_t npos = 0, most = 0;
+    for (uint32_t v = 0; v < nv; v++) {
+        uint32_t t = vtf[v] + 1;
+        bad |= vtf[v] >= UINT32_MAX / 8;    /* t 0 (wrapped) or huge */
+        vtf[v] = t;
+        poff[v] = (uint32_t)npos;
+        npos += t;
+    }
+    poff[nv] = (uint32_t)npos;
+    bad |= npos > UINT32_MAX / 8;          /* then poff wrapped */
     if (nv == n) {
         /* one view a document: its tf is the document's */
-        for (uint32_t v = 0; v < n; v++) {
-            uint32_t t = vtf[v] + 1;
-            bad |= vtf[v] >= UINT32_MAX / 8;    /* t 0 (wrapped) or huge */
-            vtf[v] = t;
-            npos += t;
-            most = t > most ? t : most;
-        }
+        for (uint32_t v = 0; v < n; v++)
+            most = vtf[v] > most ? vtf[v] : most;
     } else {
-        /* Flat over the views, not a loop per document (whose
-         * unpredictable lengths made this the hot part of decoding a
-         * phrase's blocks): first[v] marks a document's first view;
-         * columns ascend within a document, and a document's running
-         * tf sum, whose largest value is the block's max tf, restarts at
-         * its first view. */
+        /* Over the views, not a loop per document (whose unpredictable
+         * lengths made this the hot part of decoding a phrase's blocks):
+         * first[v] marks a document's first view, and columns ascend
+         * within a document; a document's tf is the span of its views'
+         * offsets, the largest of them the block's max tf. */
         if (b->fcap < nv && idx__grow(&b->first, &b->fcap, nv, 1, err))
             return KVFTS_ENOMEM;
         uint8_t *restrict first = b->first;
         memset(first, 0, (size_t)nv);
         for (uint32_t i = 0; i < n; i++)
             first[vs[i]] = 1;
-        uint64_t sum = 0;
-        uint32_t prev = 0;
-        for (uint32_t v = 0; v < nv; v++) {
-            uint32_t t = vtf[v] + 1, c = vcol[v];
-            bad |= (vtf[v] >= UINT32_MAX / 8) | (!first[v] & (c <= prev));
-            vtf[v] = t;
-            prev = c;
-            npos += t;
-            sum = (first[v] ? 0 : sum) + t;
-            most = sum > most ? sum : most;
+        for (uint32_t v = 1; v < nv; v++)
+            bad |= !first[v] & (vcol[v] <= vcol[v - 1]);
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t t = poff[vs[i + 1]] - poff[vs[i]];
+            most = t > most ? t : most;
         }
     }
     bad |= most > UINT32_MAX / 8 || npos > UINT32_MAX / 8;
@@ -545,7 +544,7 @@ int idx_block_need_cols(idx_block *b, kv_err *err)
 static int decode_gaps(idx_block *b, kv_err *err)
 {
     idx_plist *l = &b->l;
-    const uint32_t nv = l->nv, n = l->n;
+    const uint32_t n = l->n;
     uint64_t npos = b->npos;     /* the tfs' sum (decode_views) */
     const unsigned char *ps = b->tmp + b->idb + b->vcb + b->vxb + b->tfb;
     if (npos > UINT32_MAX / 8 ||
@@ -558,15 +557,7 @@ static int decode_gaps(idx_block *b, kv_err *err)
     if (rc)
         return rc;
     idx_svb_decode(ps, l->pos, (uint32_t)npos);
-    uint32_t *restrict poff = l->poff;
-    const uint32_t *restrict vtf = l->vtf;
-    uint32_t k = 0;
-    for (uint32_t v = 0; v < nv; v++) {
-        poff[v] = k;
-        k += vtf[v];
-    }
-    poff[nv] = k;
-    l->np = k;
+    l->np = (uint32_t)npos;      /* poff: decode_views */
     memset(b->pconv, 0, n);
     b->gaps = true;
     return KVFTS_OK;
@@ -743,6 +734,152 @@ int idx_block_doc_positions(idx_block *b, uint32_t i, kv_err *err)
         return KVFTS_OK;
     b->ndoc++;
     return doc_positions(b, i, err);
+}
+
+/* ---- a phrase in candidates' blocks ------------------------------------- */
+
+/* Start the walk of view v (of document i) of t's block: from the gaps as
+ * stored, or from positions a document at a time made (pconv). */
+static void pwalk_start(idx_phrase_term *t, uint32_t i, uint32_t v)
+{
+    const idx_block *b = t->b;
+    t->ws = t->wk = b->l.poff[v];
+    t->we = b->l.poff[v + 1];
+    t->wval = 0;
+    t->wconv = b->decoded >= IDX_DEC_POS || b->pconv[i];
+}
+
+/* The walk's next position into t->wval; false at the view's end.  A
+ * position not above the last (a zero gap after the first, or a sum that
+ * wrapped) is damage, noted in t->bad. */
+static inline bool pwalk_next(idx_phrase_term *t)
+{
+    if (t->wk == t->we)
+        return false;
+    uint32_t g = t->b->l.pos[t->wk];
+    uint32_t next = t->wconv ? g : t->wval + g;
+    t->bad |= t->wk != t->ws && next <= t->wval;
+    t->wval = next;
+    t->wk++;
+    return true;
+}
+
+/* Whether the views being walked hold the phrase: every start of the
+ * first term's, each other term's walked once, in step (the position
+ * wanted of it only grows). */
+static bool pwalk_phrase(idx_phrase_term *t, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (!pwalk_next(&t[i]))
+            return false;
+    while (pwalk_next(&t[0])) {
+        uint64_t s = t[0].wval;
+        bool match = true;
+        for (size_t i = 1; match && i < n; i++) {
+            uint64_t want = s + t[i].off - t[0].off;
+            while (t[i].wval < want)
+                if (!pwalk_next(&t[i]))
+                    return false;       /* no later start can match */
+            match = t[i].wval == want;
+        }
+        if (match)
+            return true;
+    }
+    return false;
+}
+
+/* Whether the documents the terms are at (t[i].at) hold the phrase: per
+ * field of the first term's views that every term has a view in, a walk
+ * of their positions. */
+static bool doc_phrase(idx_phrase_term *t, size_t n)
+{
+    const idx_plist *l0 = &t[0].b->l;
+    for (size_t i = 1; i < n; i++)
+        t[i].vat = t[i].b->l.vstart[t[i].at];
+    for (uint32_t a = l0->vstart[t[0].at]; a < l0->vstart[t[0].at + 1];
+         a++) {
+        if (!t[0].sel[l0->vcol[a]])
+            continue;
+        uint32_t fid = t[0].cols[l0->vcol[a]] >> 2;
+        bool every = true;
+        for (size_t i = 1; every && i < n; i++) {
+            const idx_plist *l = &t[i].b->l;
+            uint32_t k = t[i].vat, e = l->vstart[t[i].at + 1];
+            while (k < e && (!t[i].sel[l->vcol[k]] ||
+                             (t[i].cols[l->vcol[k]] >> 2) < fid))
+                k++;
+            t[i].vat = k;
+            every = k < e && (t[i].cols[l->vcol[k]] >> 2) == fid;
+        }
+        if (!every)
+            continue;
+        pwalk_start(&t[0], t[0].at, a);
+        for (size_t i = 1; i < n; i++)
+            pwalk_start(&t[i], t[i].at, t[i].vat);
+        if (pwalk_phrase(t, n))
+            return true;
+    }
+    return false;
+}
+
+uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
+                           uint32_t m, uint32_t *keep)
+{
+    for (size_t i = 0; i < n && m; i++) {
+        if (t[i].dup)
+            continue;
+        const uint32_t *ids = t[i].b->l.ids;
+        uint32_t nb = t[i].b->l.n, *idx = t[i].idx, o = 0, j = 0;
+        uint32_t k = idx_gallop(ids, 0, nb, cand[0]);
+        uint64_t reach = (uint64_t)k + 4 * (uint64_t)m;
+        if (k < nb && ids[reach < nb ? reach : nb - 1] >= cand[m - 1]) {
+            /* the block's ids in the candidates' range are about as many
+             * as they: merged, without branches */
+            while (j < m && k < nb) {
+                uint32_t x = cand[j], y = ids[k];
+                keep[o] = j;
+                idx[o] = k;
+                cand[o] = x;
+                o += x == y;
+                j += x <= y;
+                k += y <= x;
+            }
+        } else {
+            /* many more: a gallop to each candidate */
+            for (; j < m && k < nb; j++) {
+                k = idx_gallop(ids, k, nb, cand[j]);
+                keep[o] = j;
+                idx[o] = k;
+                cand[o] = cand[j];
+                o += k < nb && ids[k] == cand[j];
+            }
+        }
+        for (size_t e = 0; o < m && e < i; e++)   /* the earlier terms' */
+            for (uint32_t x = 0; !t[e].dup && x < o; x++)  /* indexes */
+                t[e].idx[x] = t[e].idx[keep[x]];         /* follow */
+        m = o;
+    }
+    return m;
+}
+
+int idx_blocks_phrase(idx_phrase_term *t, size_t n, uint32_t m,
+                      uint64_t *count, kv_err *err)
+{
+    uint64_t found = 0;
+    for (size_t i = 0; i < n; i++) {
+        t[i].at = 0;
+        t[i].bad = false;
+    }
+    for (uint32_t j = 0; j < m; j++) {
+        for (size_t i = 0; i < n; i++)
+            t[i].at = t[i].idx[j];
+        found += doc_phrase(t, n);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (t[i].bad)
+            return corrupt_block(t[i].b, "positions", err);
+    *count += found;
+    return KVFTS_OK;
 }
 
 bool idx_block_has_positions(const idx_block *b, uint32_t i)

@@ -184,6 +184,32 @@ int idx_block_need_doc(idx_block *b, uint32_t i, kv_err *err);
  *  that looks at many of a block's documents, but not all. */
 int idx_block_need_gaps(idx_block *b, kv_err *err);
 int idx_block_doc_positions(idx_block *b, uint32_t i, kv_err *err);
+/** One term of a phrase checked in its block (idx_blocks_phrase); a
+ *  repeated word's terms may share a block. */
+typedef struct idx_phrase_term {
+    const idx_block *b;    /* views and gaps decoded (idx_block_need_gaps) */
+    const uint8_t *sel;    /* per column index: selected */
+    const uint32_t *cols;  /* the term's column table */
+    uint32_t off;          /* its offset in the phrase */
+    uint32_t *idx;         /* per candidate kept: its index in b */
+    bool dup;              /* an earlier term's word: the same idx */
+    /* the walk's state */
+    uint32_t at, vat;      /* the document, the view */
+    uint32_t ws, wk, we, wval;  /* the view's positions: first, next, end;
+                                   the last read */
+    bool wconv, bad;
+} idx_phrase_term;
+/** Keep of cand[0..m) (ascending) the ids every term's block has, in
+ *  place (their ids alone are read), and their indexes in each block in
+ *  t[i].idx (a dup's is its first term's); returns how many.  @p keep:
+ *  room for m. */
+uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
+                           uint32_t m, uint32_t *keep);
+/** Add to *@p count the m documents kept by idx_blocks_common that hold
+ *  the phrase in one field.  The blocks have their views and gaps decoded
+ *  (idx_block_need_gaps). */
+int idx_blocks_phrase(idx_phrase_term *t, size_t n, uint32_t m,
+                      uint64_t *count, kv_err *err);
 /** True when document @p i's positions are decoded. */
 bool idx_block_has_positions(const idx_block *b, uint32_t i);
 /** True when document @p i's views (columns, tfs) are decoded. */

@@ -844,8 +844,6 @@ typedef struct phrase_it {
     uint32_t *nviews, *vat;  /* their count; where the walk of them is */
     size_t qpos;          /* for messages */
     const char *fname;    /* borrowed from the plan */
-    idx_blk *blk;         /* per term: its block, for a count's round */
-    uint32_t *bat;        /* where the round is in each */
 } phrase_it;
 
 /* Occurrences of the phrase at the positions ph->pos[i] (npos[i] each). */
@@ -933,43 +931,6 @@ bad:
                      "promises", ph->qpos, ph->fname);
 }
 
-/* Whether document bat[i] of every term's block (ph->blk) holds the
- * phrase: phrase_count's walk, over the blocks' arrays (column indexes
- * and the selected field's flags in place of views). */
-static bool phrase_in_blocks(phrase_it *ph)
-{
-    const idx_blk *b0 = &ph->blk[0];
-    uint32_t e0 = b0->vstart[ph->bat[0] + 1];
-    for (size_t i = 1; i < ph->n; i++)
-        ph->vat[i] = ph->blk[i].vstart[ph->bat[i]];
-    for (uint32_t a = b0->vstart[ph->bat[0]]; a < e0; a++) {
-        if (!b0->sel[b0->vcol[a]])
-            continue;
-        uint32_t fid = b0->cols[b0->vcol[a]] >> 2;
-        bool every = true;
-        for (size_t i = 1; every && i < ph->n; i++) {
-            const idx_blk *b = &ph->blk[i];
-            uint32_t k = ph->vat[i], e = b->vstart[ph->bat[i] + 1];
-            while (k < e && (!b->sel[b->vcol[k]] ||
-                             (b->cols[b->vcol[k]] >> 2) < fid))
-                k++;
-            ph->vat[i] = k;
-            every = k < e && (b->cols[b->vcol[k]] >> 2) == fid;
-        }
-        if (!every)
-            continue;
-        for (size_t i = 0; i < ph->n; i++) {
-            const idx_blk *b = &ph->blk[i];
-            uint32_t v = i ? ph->vat[i] : a;
-            ph->pos[i] = b->pos + b->poff[v];
-            ph->npos[i] = b->vtf[v];
-        }
-        if (phrase_walk(ph, false))
-            return true;
-    }
-    return false;
-}
-
 static _Atomic uint64_t block_rounds;   /* the test hook's count */
 
 uint64_t qry_test_phrase_block_rounds(void)
@@ -977,47 +938,20 @@ uint64_t qry_test_phrase_block_rounds(void)
     return block_rounds;
 }
 
-/* Count the candidates cand[0..m) holding the phrase, from the terms'
- * current blocks (idx_postings_block): no iterator moves per candidate.
- * *done false: some block is not to be had so (the caller goes candidate
- * by candidate). */
-static int phrase_count_blocks(phrase_it *ph, const uint32_t *cand, size_t m,
+/* Count the candidates cand[0..*m) holding the phrase from the terms'
+ * current blocks (idx_postings_phrase), which first cuts them to those in
+ * every block: no iterator moves per candidate.  *done false: the blocks
+ * are not to be had so (the caller goes candidate by candidate over the
+ * cut ones). */
+static int phrase_count_blocks(phrase_it *ph, uint32_t *cand, size_t *m,
                                uint64_t *total, bool *done, kv_err *err)
 {
-    *done = false;
-    for (size_t c = 0; c < ph->u; c++) {
-        size_t i = ph->order[c];
-        bool ok;
-        int rc = idx_postings_block(ph->p[i], (uint32_t)m, &ph->blk[i], &ok,
-                                    err);
-        if (rc || !ok)
-            return rc;
-        ph->bat[i] = 0;
-    }
-    for (size_t i = 0; ph->dups && i < ph->n; i++)
-        ph->blk[i] = ph->blk[ph->first[i]];
-    for (size_t j = 0; j < m; j++) {
-        bool every = true;
-        for (size_t c = 0; every && c < ph->u; c++) {
-            size_t i = ph->order[c];
-            const idx_blk *b = &ph->blk[i];
-            uint32_t k = idx_gallop(b->ids, ph->bat[i], b->n, cand[j]);
-            ph->bat[i] = k;
-            every = k < b->n && b->ids[k] == cand[j];
-        }
-        for (size_t c = 0; every && c < ph->u; c++) {
-            size_t i = ph->order[c];
-            int rc = idx_postings_block_doc(ph->p[i], ph->bat[i], err);
-            if (rc)
-                return rc;
-        }
-        for (size_t i = 0; every && ph->dups && i < ph->n; i++)
-            ph->bat[i] = ph->bat[ph->first[i]];
-        *total += every && phrase_in_blocks(ph);
-    }
-    block_rounds++;
-    *done = true;
-    return KVFTS_OK;
+    uint32_t n = (uint32_t)*m;
+    int rc = idx_postings_phrase(ph->p, ph->offs, ph->n, cand, &n, total,
+                                 done, err);
+    *m = n;
+    block_rounds += !rc && *done;
+    return rc;
 }
 
 /* Position every term on the first document >= target holding the phrase. */
@@ -1089,11 +1023,14 @@ static int phrase_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
  * round covers ids up to the smallest last id of their loaded blocks
  * (idx_postings_block_last), so the candidates lie in blocks every term
  * has loaded, and checking their positions moves no term to another
- * block.  When the lead has many ids in the round, the other terms' runs
- * (idx_postings_run) filter them as arrays; when it has few (a rare term
- * against common ones: each candidate in another block of theirs), a
- * skip_to per candidate does, without merging a run of a dense block for
- * one id.  Positions are decoded only for the documents checked. */
+ * block.  When the lead has many ids in the round, they are checked in
+ * the terms' blocks (idx_postings_phrase: cut to the ids every block
+ * holds, then the positions of those): a term whose block alone does not
+ * tell its live ids (idx_postings_plain: another segment, a deletion, a
+ * field's filter) cuts them by its run (idx_postings_run) first.  When
+ * the lead has few (a rare term against common ones: each candidate in
+ * another block of theirs), a skip_to per candidate does, without
+ * decoding a dense block for one id. */
 #define PHRASE_FEW 8
 static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
 {
@@ -1127,25 +1064,25 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
             m++;
         }
         for (size_t k = 1; m > PHRASE_FEW && k < ph->u; k++) {
-            if ((rc = idx_postings_run(ph->p[ph->order[k]], &r, &rn, err)))
+            idx_postings *p = ph->p[ph->order[k]];
+            if (idx_postings_plain(p, b.v[m - 1]))
+                continue;     /* the blocks tell (idx_postings_phrase) */
+            if ((rc = idx_postings_run(p, &r, &rn, err)))
                 break;
-            size_t o = 0;
+            size_t o = 0, j = 0;
             uint32_t x = 0;
-            for (size_t j = 0; j < m && x < rn; ) {
-                if (b.v[j] < r[x])
-                    j++;
-                else if (b.v[j] > r[x])
-                    x = idx_gallop(r, x + 1, rn, b.v[j]);
-                else {
-                    b.v[o++] = b.v[j++];
-                    x++;
-                }
+            while (j < m && x < rn) {      /* without branches: the ids */
+                uint32_t a = b.v[j], y = r[x];   /* are about as dense */
+                b.v[o] = a;
+                o += a == y;
+                j += a <= y;
+                x += y <= a;
             }
             m = o;
         }
         bool done = false;
         if (m > PHRASE_FEW &&
-            (rc = phrase_count_blocks(ph, b.v, m, &total, &done, err)))
+            (rc = phrase_count_blocks(ph, b.v, &m, &total, &done, err)))
             break;
         for (size_t j = 0; !done && !rc && j < m; j++) {
             bool every = true;
@@ -1205,8 +1142,6 @@ static void phrase_free(qry_iter *it)
     kv_free(ph->views);
     kv_free(ph->nviews);
     kv_free(ph->vat);
-    kv_free(ph->blk);
-    kv_free(ph->bat);
     kv_free(ph);
 }
 
@@ -1235,11 +1170,9 @@ static int phrase_new(qry_iter **out, qry_ctx *cx, const qry_node *n,
     ph->views = kv_calloc(n->nterms, sizeof *ph->views);
     ph->nviews = kv_calloc(n->nterms, sizeof *ph->nviews);
     ph->vat = kv_calloc(n->nterms, sizeof *ph->vat);
-    ph->blk = kv_calloc(n->nterms, sizeof *ph->blk);
-    ph->bat = kv_calloc(n->nterms, sizeof *ph->bat);
     if (!ph->p || !ph->first || !ph->order || !ph->pos || !ph->npos ||
         !ph->at ||
-        !ph->views || !ph->nviews || !ph->vat || !ph->blk || !ph->bat) {
+        !ph->views || !ph->nviews || !ph->vat) {
         rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
         goto fail;
     }

@@ -233,6 +233,12 @@ int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err);
 int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
                      kv_err *err);
 uint32_t idx_postings_docid(const idx_postings *p);
+/** True when the live ids from the current posting up to @p last are
+ *  the current block's ids in that range (one segment holds ids there,
+ *  none of them is deleted, and the block has no other field's
+ *  documents): then being in the block is being live, and a phrase's
+ *  candidates need not be checked against the term's run. */
+bool idx_postings_plain(const idx_postings *p, uint32_t last);
 /** Decode the current block up to @p level (IDX_DECODE_TFS or _POSITIONS):
  *  views and positions are decoded on first use, so this is where damage
  *  to those streams is reported; tf and views are valid after it. */
@@ -249,35 +255,22 @@ typedef struct idx_view {
  *  after idx_postings_need(IDX_DECODE_POSITIONS).  Borrowed until the
  *  iterator moves. */
 const idx_view *idx_postings_views(idx_postings *p, uint32_t *n);
-/** The current block whole, for checking many of its documents at once
- *  (a phrase's dense candidates): its ids and, per document, its views
- *  with their positions (valid after idx_postings_block_doc).  Views are given by
- *  column index: sel[] tells the selected field's, cols[] maps an index
- *  to its column (ascending with the index).  Borrowed until the iterator
- *  moves. */
-typedef struct idx_blk {
-    const uint32_t *ids;      /* the block's documents, ascending */
-    uint32_t n;
-    const uint32_t *vstart;   /* document i's views: [vstart[i], vstart[i+1]) */
-    const uint32_t *vcol;     /* a view's column index */
-    const uint32_t *vtf;      /* its tf */
-    const uint32_t *poff;     /* its positions: pos[poff[v] .. + vtf[v]) */
-    const uint32_t *pos;
-    const uint8_t *sel;       /* per column index: selected */
-    const uint32_t *cols;     /* per column index: the column */
-} idx_blk;
-/** *@p ok: the current block is given in *@p out.  Only when it has
- *  positions and the caller will look at @p want of its documents, enough
- *  to repay decoding all of them (else the caller goes by posting:
- *  idx_postings_need decodes one document's).  With several segments, the
- *  block holds the term's live version of each id from the current one up
- *  to idx_postings_block_last(), and of no other: look up there only the
- *  ids a run (idx_postings_run) gave, which are live. */
-int idx_postings_block(idx_postings *p, uint32_t want, idx_blk *out,
-                       bool *ok, kv_err *err);
-/** Make document @p i of that block's positions valid in it (they are
- *  decoded a document at a time, as they are looked at). */
-int idx_postings_block_doc(idx_postings *p, uint32_t i, kv_err *err);
+/** Count the documents of cand[0..*m) that hold the phrase of terms
+ *  p[0..n) (term i at offset offs[i] from the first; a repeated word's
+ *  terms may share a cursor) in one field, from the cursors' current
+ *  blocks.  The candidates ascend, lie at or past every cursor and up to
+ *  the smallest idx_postings_block_last, and are live ids of each term, or
+ *  of its block where idx_postings_plain says that is the same.  First
+ *  they are cut, in place, to those every block has (*@p m: how many);
+ *  those holding the phrase are added to *@p count.  No cursor moves, and
+ *  positions are read as stored, only as far as a candidate needs them.
+ *  *@p ok false (nothing counted; the caller goes by posting over the cut
+ *  candidates, idx_postings_need) when a block has no positions, or when
+ *  they are too few (fewer than one in 16 of a block's documents) to
+ *  repay decoding the blocks whole. */
+int idx_postings_phrase(idx_postings *const *p, const uint32_t *offs,
+                        size_t n, uint32_t *cand, uint32_t *m,
+                        uint64_t *count, bool *ok, kv_err *err);
 /** Upper bound of the tf in the current block (block-max pruning), and
  *  the block's last doc id. */
 uint32_t idx_postings_block_max_tf(const idx_postings *p);

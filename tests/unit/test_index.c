@@ -286,6 +286,161 @@ static void test_block_roundtrip(void **state)
     kv_buf_free(&scratch);
 }
 
+/* ---- a phrase's count from blocks --------------------------------------- */
+
+/* Documents of a and b with, in one column, a position p in a and p + d in
+ * b: what the phrase "a .. b" (b d words after a) matches. */
+static bool doc_phrase(const idx_plist *a, uint32_t i, const idx_plist *b,
+                       uint32_t k, uint32_t d)
+{
+    bool hit = false;
+    for (uint32_t v = a->vstart[i]; !hit && v < a->vstart[i + 1]; v++)
+        for (uint32_t w = b->vstart[k]; w < b->vstart[k + 1]; w++)
+            for (uint32_t x = a->poff[v];
+                 a->vcol[v] == b->vcol[w] && x < a->poff[v + 1]; x++)
+                for (uint32_t y = b->poff[w]; y < b->poff[w + 1]; y++)
+                    hit |= (uint64_t)a->pos[x] + d == b->pos[y];
+    return hit;
+}
+
+static uint32_t plist_phrase(const idx_plist *a, const idx_plist *b,
+                             uint32_t d)
+{
+    uint32_t count = 0, k = 0;
+    for (uint32_t i = 0; i < a->n; i++) {
+        while (k < b->n && b->ids[k] < a->ids[i])
+            k++;
+        count += k < b->n && b->ids[k] == a->ids[i] &&
+                 doc_phrase(a, i, b, k, d);
+    }
+    return count;
+}
+
+/* The same from blocks ba and bb, decoded to their ids, as a phrase's
+ * count reads them (idx_blocks_common, idx_blocks_phrase) over candidates
+ * cand[0..m); bb NULL: the phrase "a .. a" (a word repeated: one block, a
+ * dup).  *kept: the candidates both blocks hold. */
+static int blocks_phrase(idx_block *ba, idx_block *bb, uint32_t ncols,
+                         uint32_t d, uint32_t *cand, uint32_t m,
+                         uint32_t *kept, uint64_t *count)
+{
+    kv_err err = KV_ERR_INIT;
+    static uint8_t sel[80];
+    static uint32_t cols[80];
+    for (uint32_t c = 0; c < ncols; c++) {
+        sel[c] = 1;
+        cols[c] = c << 2 | 3;
+    }
+    uint32_t *ia = malloc((size_t)m * 4 + 4), *ib = malloc((size_t)m * 4 + 4);
+    uint32_t *keep = malloc((size_t)m * 4 + 4);
+    idx_phrase_term t[2] = {
+        { .b = ba, .sel = sel, .cols = cols, .off = 0, .idx = ia },
+        { .b = bb ? bb : ba, .sel = sel, .cols = cols, .off = d,
+          .idx = bb ? ib : ia, .dup = !bb },
+    };
+    *count = 0;
+    int rc = idx_block_need_gaps(ba, &err);
+    if (!rc && bb)
+        rc = idx_block_need_gaps(bb, &err);
+    if (!rc) {
+        *kept = idx_blocks_common(t, 2, cand, m, keep);
+        rc = idx_blocks_phrase(t, 2, *kept, count, &err);
+    }
+    if (rc) {
+        assert_int_equal(rc, KVFTS_ECORRUPT);
+        assert_non_null(strstr(err.msg, "corrupt postings block"));
+    }
+    free(ia);
+    free(ib);
+    free(keep);
+    return rc;
+}
+
+/* Encode all of l as a block and decode its ids into b. */
+static void block_of(idx_block *b, const idx_plist *l, uint32_t ncols,
+                     kv_buf *buf, kv_buf *scratch)
+{
+    kv_err err = KV_ERR_INIT;
+    kv_buf_reset(buf);
+    assert_int_equal(idx_block_encode(l, 0, l->n, buf, scratch, &err), 0);
+    assert_int_equal(idx_block_decode(b, l->ids[0], buf->data, buf->len,
+                                      ncols, IDX_DEC_IDS, &err), 0);
+}
+
+/* A phrase's count from two terms' blocks (and from one, a word repeated)
+ * against a walk of their lists: the candidates cut to the ids both hold,
+ * by a merge or by gallops (lists of like or unlike density), the fields
+ * matched view by view, positions read from the gaps as stored. */
+static void test_block_phrase(void **state)
+{
+    (void)state;
+    idx_plist a, b;
+    idx_block ba, bb;
+    idx_plist_init(&a);
+    idx_plist_init(&b);
+    idx_block_init(&ba);
+    idx_block_init(&bb);
+    kv_buf buf = KV_BUF_INIT, scratch = KV_BUF_INIT;
+    uint32_t *cand = malloc(2 * IDX_BLOCK_DOCS * sizeof *cand);
+    uint64_t matched = 0;
+    for (int iter = 0; iter < 400; iter++) {
+        uint32_t ncols = ncols_choice[rnd(3)];   /* (fields < 64 here) */
+        uint32_t first = 1 + rnd(1000), d = 1 + rnd(rnd(4) ? 3 : 20);
+        random_plist(&a, 1 + rnd(IDX_BLOCK_DOCS), ncols, true,
+                     ncols == 1 || rnd(4) == 0, first);
+        random_plist(&b, 1 + rnd(rnd(2) ? IDX_BLOCK_DOCS : 8), ncols, true,
+                     ncols == 1 || rnd(4) == 0, first);
+        block_of(&ba, &a, ncols, &buf, &scratch);
+        block_of(&bb, &b, ncols, &buf, &scratch);
+        /* candidates: a's ids and b's, as a run cut to neither would */
+        uint32_t m = 0, both = 0, i = 0, k = 0;
+        while (i < a.n || k < b.n) {
+            uint32_t x = i < a.n ? a.ids[i] : UINT32_MAX;
+            uint32_t y = k < b.n ? b.ids[k] : UINT32_MAX;
+            cand[m++] = x < y ? x : y;
+            both += x == y;
+            i += x <= y;
+            k += y <= x;
+        }
+        uint32_t kept;
+        uint64_t count;
+        assert_int_equal(blocks_phrase(&ba, &bb, ncols, d, cand, m, &kept,
+                                       &count), 0);
+        assert_int_equal(kept, both);
+        for (uint32_t j = 1; j < kept; j++)
+            assert_true(cand[j] > cand[j - 1]);
+        assert_int_equal(count, plist_phrase(&a, &b, d));
+        matched += count;
+        /* "a .. a", over a's ids */
+        memcpy(cand, a.ids, (size_t)a.n * sizeof *cand);
+        assert_int_equal(blocks_phrase(&ba, NULL, ncols, d, cand, a.n,
+                                       &kept, &count), 0);
+        assert_int_equal(kept, a.n);
+        assert_int_equal(count, plist_phrase(&a, &a, d));
+        /* over one id in six of a's: the block galloped to each */
+        uint64_t want = 0;
+        m = 0;
+        for (i = rnd(6); i < a.n; i += 6) {
+            cand[m++] = a.ids[i];
+            want += doc_phrase(&a, i, &a, i, d);
+        }
+        if (m) {
+            assert_int_equal(blocks_phrase(&ba, NULL, ncols, d, cand, m,
+                                           &kept, &count), 0);
+            assert_int_equal(kept, m);
+            assert_int_equal(count, want);
+        }
+    }
+    assert_true(matched > 0);
+    free(cand);
+    idx_plist_free(&a);
+    idx_plist_free(&b);
+    idx_block_free(&ba);
+    idx_block_free(&bb);
+    kv_buf_free(&buf);
+    kv_buf_free(&scratch);
+}
+
 /* Our StreamVByte decoder (SSSE3 and plain C) against the library's
  * encoder, on values of every byte width, every tail length and deltas
  * that wrap around. */
@@ -421,10 +576,30 @@ static void test_block_corruption(void **state)
             char *copy = malloc(len);
             memcpy(copy, buf.data, len);
             copy[rnd((uint32_t)len)] ^= (char)(1 + rnd(255));
-            if (decode_both(&d, &w, l.ids[0], copy, len, ncols))
+            int rc = decode_both(&d, &w, l.ids[0], copy, len, ncols);
+            if (rc)
                 refused++;
             else
                 accepted++;
+            /* As a phrase's count reads it ("a a"): never out of bounds;
+             * the whole decode's answer if that took it.  (It reads only
+             * what a candidate needs: damage elsewhere may pass.) */
+            if (ncols < 80 &&
+                idx_block_decode(&d, l.ids[0], copy, len, ncols,
+                                 IDX_DEC_IDS, &err) == KVFTS_OK &&
+                d.l.positions) {
+                uint32_t *cand = malloc((size_t)d.l.n * sizeof *cand + 4);
+                uint32_t kept, dist = 1 + rnd(3);
+                uint64_t count;
+                memcpy(cand, d.l.ids, (size_t)d.l.n * sizeof *cand);
+                int prc = blocks_phrase(&d, NULL, ncols, dist, cand, d.l.n,
+                                        &kept, &count);
+                if (!rc) {
+                    assert_int_equal(prc, 0);
+                    assert_int_equal(count, plist_phrase(&w.l, &w.l, dist));
+                }
+                free(cand);
+            }
             free(copy);
         }
         /* Trailing garbage is corrupt too. */
@@ -1977,6 +2152,7 @@ int main(void)
         cmocka_unit_test(test_block_roundtrip),
         cmocka_unit_test(test_svb_decoder),
         cmocka_unit_test(test_block_corruption),
+        cmocka_unit_test(test_block_phrase),
         cmocka_unit_test(test_entry_codec),
         cmocka_unit_test(test_entry_small),
         cmocka_unit_test(test_chunk_codec),

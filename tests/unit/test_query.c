@@ -1028,6 +1028,18 @@ static void tk_query(tkq *q)
     }
 }
 
+/* A phrase query (tk_query's kinds 5 to 8). */
+static void tk_phrase_query(tkq *q)
+{
+    tk_query(q);
+    if (q->kind < 5) {      /* a phrase of the query's words */
+        q->kind = 5 + (int)rnd(2);
+        snprintf(q->text, sizeof q->text, "%s\"%s %s\"",
+                 q->kind == 6 ? "body:" : "", tk_vocab[q->a],
+                 tk_vocab[q->b]);
+    }
+}
+
 static void tk_check(fx *f, const tkdoc *docs, size_t n, const tkq *q)
 {
     uint64_t want = 0;
@@ -1114,13 +1126,7 @@ static void test_topk_counts(void **state)
     assert_int_equal(kvfts_optimize(f.db, NULL, NULL), 0);
     uint64_t rounds = qry_test_phrase_block_rounds();
     for (int i = 0; i < 40; i++) {
-        tk_query(&q);
-        if (q.kind < 5) {      /* a phrase of the query's words */
-            q.kind = 5 + (int)rnd(2);
-            snprintf(q.text, sizeof q.text, "%s\"%s %s\"",
-                     q.kind == 6 ? "body:" : "", tk_vocab[q.a],
-                     tk_vocab[q.b]);
-        }
+        tk_phrase_query(&q);
         tk_check(&f, docs, n, &q);
     }
     assert_true(qry_test_phrase_block_rounds() > rounds);
@@ -1233,6 +1239,15 @@ static void test_topk_counts(void **state)
         tk_query(&q);
         tk_check(&f, docs, n, &q);
     }
+    /* Phrases over those segments, counted from whole blocks too, where a
+     * term's candidates are cut to its live ids by its run, or by its
+     * block where nothing newer deletes (idx_postings_plain). */
+    rounds = qry_test_phrase_block_rounds();
+    for (int i = 0; i < 40; i++) {
+        tk_phrase_query(&q);
+        tk_check(&f, docs, n, &q);
+    }
+    assert_true(qry_test_phrase_block_rounds() > rounds);
     /* Out of time in the ranking walk (the clock forced past every
      * deadline): the best of the first 1,023 matches, flagged partial;
      * KVFTS_ELIMIT when exact; a count is not timed; no limit, no cut. */
