@@ -823,7 +823,7 @@ static bool doc_phrase(idx_phrase_term *t, size_t n)
 }
 
 uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
-                           uint32_t m, uint32_t *keep)
+                           uint32_t m, uint32_t *keep, uint16_t *map)
 {
     for (size_t i = 0; i < n && m; i++) {
         if (t[i].dup)
@@ -831,8 +831,24 @@ uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
         const uint32_t *ids = t[i].b->l.ids;
         uint32_t nb = t[i].b->l.n, *idx = t[i].idx, o = 0, j = 0;
         uint32_t k = idx_gallop(ids, 0, nb, cand[0]);
+        uint32_t lo = cand[0], span = cand[m - 1] - lo;
         uint64_t reach = (uint64_t)k + 4 * (uint64_t)m;
-        if (k < nb && ids[reach < nb ? reach : nb - 1] >= cand[m - 1]) {
+        if (span < IDX_PHRASE_MAP) {
+            /* a map of the block's ids in the candidates' range to their
+             * indexes (+ 1; 0: none), then a look-up per candidate: no
+             * step waits on the one before, as a merge's do */
+            memset(map, 0, ((size_t)span + 1) * sizeof *map);
+            for (; k < nb && ids[k] - lo <= span; k++)
+                map[ids[k] - lo] = (uint16_t)(k + 1);
+            for (; j < m; j++) {
+                uint32_t e = map[cand[j] - lo];
+                keep[o] = j;
+                idx[o] = e - 1;
+                cand[o] = cand[j];
+                o += e != 0;
+            }
+        } else if (k < nb &&
+                   ids[reach < nb ? reach : nb - 1] >= cand[m - 1]) {
             /* the block's ids in the candidates' range are about as many
              * as they: merged, without branches */
             while (j < m && k < nb) {

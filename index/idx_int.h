@@ -202,9 +202,11 @@ typedef struct idx_phrase_term {
 /** Keep of cand[0..m) (ascending) the ids every term's block has, in
  *  place (their ids alone are read), and their indexes in each block in
  *  t[i].idx (a dup's is its first term's); returns how many.  @p keep:
- *  room for m. */
+ *  room for m; @p map: for IDX_PHRASE_MAP.  A block has fewer than 2^16
+ *  documents (IDX_BLOCK_MAX). */
+#define IDX_PHRASE_MAP 8192
 uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
-                           uint32_t m, uint32_t *keep);
+                           uint32_t m, uint32_t *keep, uint16_t *map);
 /** Add to *@p count the m documents kept by idx_blocks_common that hold
  *  the phrase in one field.  The blocks have their views and gaps decoded
  *  (idx_block_need_gaps). */

@@ -1284,6 +1284,7 @@ struct idx_postings {
     uint32_t runbound;     /* and the end of their blocks it stopped at */
     uint32_t *pidx;        /* idx_postings_phrase's candidates' indexes */
     uint32_t pidxcap;
+    uint16_t *pmap;        /* and its map (IDX_PHRASE_MAP) */
     bool pmark;            /* its term seen (idx_postings_phrase) */
 };
 
@@ -1295,6 +1296,7 @@ void idx_postings_close(idx_postings *p)
         segcur_free(&p->sc[i]);
     kv_free(p->sc);
     kv_free(p->pidx);
+    kv_free(p->pmap);
     kv_free(p->dels);
     kv_free(p->drank);
     kv_free(p->views);
@@ -1779,7 +1781,12 @@ int idx_postings_phrase(idx_postings *const *p, const uint32_t *offs,
                                   .idx = p[i]->pidx, .dup = p[i]->pmark };
         p[i]->pmark = true;
     }
-    *m = idx_blocks_common(t, n, cand, *m, p[0]->pidx + *m);
+    if (!p[0]->pmap &&
+        !(p[0]->pmap = kv_malloc(IDX_PHRASE_MAP * sizeof *p[0]->pmap))) {
+        rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+        goto out;
+    }
+    *m = idx_blocks_common(t, n, cand, *m, p[0]->pidx + *m, p[0]->pmap);
     /* Once cut, the candidates are few to decode a block whole for, but
      * then every one is looked at, and by document each costs a walk of
      * the streams' control bytes: on the Debian catalog's phrases whole

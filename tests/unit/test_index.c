@@ -333,6 +333,7 @@ static int blocks_phrase(idx_block *ba, idx_block *bb, uint32_t ncols,
     }
     uint32_t *ia = malloc((size_t)m * 4 + 4), *ib = malloc((size_t)m * 4 + 4);
     uint32_t *keep = malloc((size_t)m * 4 + 4);
+    uint16_t *map = malloc(IDX_PHRASE_MAP * sizeof *map);
     idx_phrase_term t[2] = {
         { .b = ba, .sel = sel, .cols = cols, .off = 0, .idx = ia },
         { .b = bb ? bb : ba, .sel = sel, .cols = cols, .off = d,
@@ -343,7 +344,7 @@ static int blocks_phrase(idx_block *ba, idx_block *bb, uint32_t ncols,
     if (!rc && bb)
         rc = idx_block_need_gaps(bb, &err);
     if (!rc) {
-        *kept = idx_blocks_common(t, 2, cand, m, keep);
+        *kept = idx_blocks_common(t, 2, cand, m, keep, map);
         rc = idx_blocks_phrase(t, 2, *kept, count, &err);
     }
     if (rc) {
@@ -353,6 +354,7 @@ static int blocks_phrase(idx_block *ba, idx_block *bb, uint32_t ncols,
     free(ia);
     free(ib);
     free(keep);
+    free(map);
     return rc;
 }
 
@@ -384,12 +386,18 @@ static void test_block_phrase(void **state)
     uint32_t *cand = malloc(2 * IDX_BLOCK_DOCS * sizeof *cand);
     uint64_t matched = 0;
     for (int iter = 0; iter < 400; iter++) {
-        uint32_t ncols = ncols_choice[rnd(3)];   /* (fields < 64 here) */
+        uint32_t ncols = ncols_choice[rnd(4)];
         uint32_t first = 1 + rnd(1000), d = 1 + rnd(rnd(4) ? 3 : 20);
         random_plist(&a, 1 + rnd(IDX_BLOCK_DOCS), ncols, true,
                      ncols == 1 || rnd(4) == 0, first);
         random_plist(&b, 1 + rnd(rnd(2) ? IDX_BLOCK_DOCS : 8), ncols, true,
                      ncols == 1 || rnd(4) == 0, first);
+        if (rnd(2)) {      /* ids close together: their map, not a merge */
+            for (uint32_t x = 0; x < a.n; x++)
+                a.ids[x] = first + 2 * x;
+            for (uint32_t x = 0; x < b.n; x++)
+                b.ids[x] = first + 3 * x;
+        }
         block_of(&ba, &a, ncols, &buf, &scratch);
         block_of(&bb, &b, ncols, &buf, &scratch);
         /* candidates: a's ids and b's, as a run cut to neither would */
