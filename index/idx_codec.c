@@ -767,8 +767,12 @@ static inline bool pwalk_next(idx_phrase_term *t)
 /* Whether the views being walked hold the phrase: every start of the
  * first term's, each other term's walked once, in step (the position
  * wanted of it only grows). */
+static bool pwalk_pair(idx_phrase_term *a, idx_phrase_term *b);
+
 static bool pwalk_phrase(idx_phrase_term *t, size_t n)
 {
+    if (n == 2)
+        return pwalk_pair(&t[0], &t[1]);
     for (size_t i = 1; i < n; i++)
         if (!pwalk_next(&t[i]))
             return false;
@@ -786,6 +790,43 @@ static bool pwalk_phrase(idx_phrase_term *t, size_t n)
             return true;
     }
     return false;
+}
+
+/* pwalk_phrase of two terms, the usual phrase, with the walks' state in
+ * locals: through the terms' fields every load of a position (a uint32_t,
+ * as they are) could change them for the compiler, which then kept them
+ * in memory. */
+static bool pwalk_pair(idx_phrase_term *a, idx_phrase_term *b)
+{
+    const uint32_t *pa = a->b->l.pos, *pb = b->b->l.pos;
+    uint32_t ka = a->wk, ea = a->we, kb = b->wk, eb = b->we;
+    const uint32_t sa = ka;
+    const bool ca = a->wconv, cb = b->wconv;
+    const uint64_t d = (uint64_t)b->off - a->off;
+    bool bada = false, badb = false, hit = false;
+    if (kb == eb)
+        return false;
+    uint32_t va = 0, vb = pb[kb++];     /* a first gap is a position */
+    while (!hit && ka < ea) {
+        uint32_t g = pa[ka], next = ca ? g : va + g;
+        bada |= ka != sa && next <= va;
+        va = next;
+        ka++;
+        uint64_t want = va + d;
+        while (vb < want && kb < eb) {
+            g = pb[kb];
+            next = cb ? g : vb + g;
+            badb |= next <= vb;
+            vb = next;
+            kb++;
+        }
+        if (vb < want)
+            break;                       /* no later start can match */
+        hit = vb == want;
+    }
+    a->bad |= bada;
+    b->bad |= badb;
+    return hit;
 }
 
 /* Whether the documents the terms are at (t[i].at) hold the phrase: per

@@ -1787,18 +1787,15 @@ int idx_postings_phrase(idx_postings *const *p, const uint32_t *offs,
         goto out;
     }
     *m = idx_blocks_common(t, n, cand, *m, p[0]->pidx + *m, p[0]->pmap);
-    /* Once cut, the candidates are few to decode a block whole for, but
-     * then every one is looked at, and by document each costs a walk of
+    /* Once cut, the candidates may be few to decode a block whole for,
+     * but every one is looked at, and by document each costs a walk of
      * the streams' control bytes: on the Debian catalog's phrases whole
      * decoding won down to one candidate in a block of the writers' size
-     * (1 in 16, 32, 64 or 128 of its documents: 0.204, 0.179, 0.176,
-     * 0.170 ms for "command line tool").  A larger block (up to
-     * IDX_BLOCK_MAX: a damaged or foreign one) goes by document. */
-    for (size_t i = 0; i < n; i++)
-        if ((uint64_t)*m * IDX_BLOCK_DOCS < t[i].b->l.n)
-            goto out;
-    for (size_t i = 0; !rc && i < n; i++)
-        rc = idx_block_need_gaps(&p[i]->at->blk, err);
+     * (whole from 1 in 16, 32, 64 or 128 of its documents: 0.204, 0.179,
+     * 0.176, 0.170 ms for "command line tool"). */
+    for (size_t i = 0; !rc && *m && i < n; i++)
+        if (!t[i].dup)
+            rc = idx_block_need_gaps(&p[i]->at->blk, err);
     if (!rc)
         rc = idx_blocks_phrase(t, n, *m, count, err);
     *ok = !rc;

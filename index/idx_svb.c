@@ -70,6 +70,28 @@ static const unsigned char ctrl_bytes[2][256] = {
   }
 };
 
+/* The data bytes of the 32 values of the eight control bytes at @p p,
+ * added up as a word (SWAR) rather than looked up byte by byte: the 2-bit
+ * codes summed (into nibbles, then bytes, then all eight bytes by a
+ * multiply); a value has code + 1 bytes, or in the 0124 coding code bytes
+ * but 4 for code 3. */
+static inline size_t ctrl8_bytes(const unsigned char *p, bool is0124)
+{
+    const uint64_t m2 = 0x3333333333333333ull, m4 = 0x0F0F0F0F0F0F0F0Full;
+    const uint64_t ones = 0x0101010101010101ull;
+    uint64_t x;
+    memcpy(&x, p, 8);
+    uint64_t y = (x & m2) + ((x >> 2) & m2);
+    y = (y + (y >> 4)) & m4;
+    size_t sum = (size_t)((y * ones) >> 56);
+    if (!is0124)
+        return sum + 32;
+    uint64_t three = x & (x >> 1) & 0x5555555555555555ull;
+    three = (three & m2) + ((three >> 2) & m2);
+    three = (three + (three >> 4)) & m4;
+    return sum + (size_t)((three * ones) >> 56);
+}
+
 size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,
                     bool is0124)
 {
@@ -79,11 +101,13 @@ size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,
     if (ctrl > avail)
         return SIZE_MAX;
     const unsigned char *t = ctrl_bytes[is0124];
-    size_t data = 0, full = count / 4;
-    for (size_t i = 0; i < full; i++)
+    size_t data = 0, full = count / 4, i = 0;
+    for (; i + 8 <= full; i += 8)
+        data += ctrl8_bytes(in + i, is0124);
+    for (; i < full; i++)
         data += t[in[i]];
-    for (uint32_t i = (uint32_t)full * 4; i < count; i++) {
-        unsigned code = (in[i / 4] >> (2 * (i % 4))) & 3;
+    for (uint32_t v = (uint32_t)full * 4; v < count; v++) {
+        unsigned code = (in[v / 4] >> (2 * (v % 4))) & 3;
         data += is0124 ? (code == 3 ? 4 : code) : code + 1;
     }
     return ctrl + data;
@@ -95,6 +119,8 @@ size_t idx_svb_span(const unsigned char *ctrl, uint32_t from, uint32_t to)
     uint32_t i = from;
     for (; i < to && (i & 3); i++)
         data += ((ctrl[i / 4] >> (2 * (i % 4))) & 3) + 1;
+    for (; i + 32 <= to; i += 32)
+        data += ctrl8_bytes(ctrl + i / 4, false);
     for (; i + 4 <= to; i += 4)
         data += ctrl_bytes[0][ctrl[i / 4]];
     for (; i < to; i++)

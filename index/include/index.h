@@ -264,10 +264,8 @@ const idx_view *idx_postings_views(idx_postings *p, uint32_t *n);
  *  they are cut, in place, to those every block has (*@p m: how many);
  *  those holding the phrase are added to *@p count.  No cursor moves, and
  *  positions are read as stored, only as far as a candidate needs them.
- *  *@p ok false (nothing counted; the caller goes by posting over the cut
- *  candidates, idx_postings_need) when a block has no positions, or when
- *  they are too few (fewer than one in 16 of a block's documents) to
- *  repay decoding the blocks whole. */
+ *  *@p ok false (nothing counted; the caller goes by posting,
+ *  idx_postings_need) when a block has no positions. */
 int idx_postings_phrase(idx_postings *const *p, const uint32_t *offs,
                         size_t n, uint32_t *cand, uint32_t *m,
                         uint64_t *count, bool *ok, kv_err *err);
