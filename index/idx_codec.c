@@ -455,10 +455,16 @@ static int decode_cols(idx_block *b, uint32_t ncols, kv_err *err)
     const uint32_t *restrict vcol = l->vcol;
     bool bad = false;
     uint64_t mask = 0;
+    /* The column mask by flags in a byte each, not a shift and an OR per
+     * view: a shift by a count in a register is three micro-ops (without
+     * BMI2), and the ORs were a chain. */
+    uint8_t seen[64] = { 0 };
     for (uint32_t v = 0; v < nv; v++) {
         bad |= vcol[v] >= ncols;
-        mask |= 1ull << (vcol[v] < 63 ? vcol[v] : 63);
+        seen[vcol[v] < 63 ? vcol[v] : 63] = 1;
     }
+    for (uint32_t c = 0; c < 64; c++)
+        mask |= (uint64_t)seen[c] << c;
     if (bad)
         return corrupt_block(b, "view columns", err);
     if (mask != b->colmask)
@@ -488,19 +494,19 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
     uint32_t *restrict vtf = l->vtf, *restrict poff = l->poff;
     bool bad = false;
     uint64_t npos = 0, most = 0;
+    uint32_t top = 0;                      /* the largest view tf */
     for (uint32_t v = 0; v < nv; v++) {
         uint32_t t = vtf[v] + 1;
         bad |= vtf[v] >= UINT32_MAX / 8;    /* t 0 (wrapped) or huge */
         vtf[v] = t;
+        top = t > top ? t : top;
         poff[v] = (uint32_t)npos;
         npos += t;
     }
     poff[nv] = (uint32_t)npos;
     bad |= npos > UINT32_MAX / 8;          /* then poff wrapped */
     if (nv == n) {
-        /* one view a document: its tf is the document's */
-        for (uint32_t v = 0; v < n; v++)
-            most = vtf[v] > most ? vtf[v] : most;
+        most = top;        /* one view a document: its tf is the document's */
     } else {
         /* Over the views, not a loop per document (whose unpredictable
          * lengths made this the hot part of decoding a phrase's blocks):
@@ -874,7 +880,13 @@ uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
         uint32_t k = idx_gallop(ids, 0, nb, cand[0]);
         uint32_t lo = cand[0], span = cand[m - 1] - lo;
         uint64_t reach = (uint64_t)k + 4 * (uint64_t)m;
-        if (span < IDX_PHRASE_MAP) {
+        if ((uint64_t)k + m <= nb &&
+            memcmp(ids + k, cand, (size_t)m * sizeof *cand) == 0) {
+            /* the block's own run (the lead's): all kept */
+            for (; j < m; j++)
+                idx[j] = k + j;
+            o = m;
+        } else if (span < IDX_PHRASE_MAP) {
             /* a map of the block's ids in the candidates' range to their
              * indexes (+ 1; 0: none), then a look-up per candidate: no
              * step waits on the one before, as a merge's do */
