@@ -455,16 +455,23 @@ static int decode_cols(idx_block *b, uint32_t ncols, kv_err *err)
     const uint32_t *restrict vcol = l->vcol;
     bool bad = false;
     uint64_t mask = 0;
-    /* The column mask by flags in a byte each, not a shift and an OR per
-     * view: a shift by a count in a register is three micro-ops (without
-     * BMI2), and the ORs were a chain. */
-    uint8_t seen[64] = { 0 };
-    for (uint32_t v = 0; v < nv; v++) {
-        bad |= vcol[v] >= ncols;
-        seen[vcol[v] < 63 ? vcol[v] : 63] = 1;
+    if (nv < 64) {
+        for (uint32_t v = 0; v < nv; v++) {
+            bad |= vcol[v] >= ncols;
+            mask |= 1ull << (vcol[v] < 63 ? vcol[v] : 63);
+        }
+    } else {
+        /* Many views: the mask by a flag byte per column, not a shift and
+         * an OR per view (a shift by a count in a register is three
+         * micro-ops without BMI2, and the ORs were a chain). */
+        uint8_t seen[64] = { 0 };
+        for (uint32_t v = 0; v < nv; v++) {
+            bad |= vcol[v] >= ncols;
+            seen[vcol[v] < 63 ? vcol[v] : 63] = 1;
+        }
+        for (uint32_t c = 0; c < 64; c++)
+            mask |= (uint64_t)seen[c] << c;
     }
-    for (uint32_t c = 0; c < 64; c++)
-        mask |= (uint64_t)seen[c] << c;
     if (bad)
         return corrupt_block(b, "view columns", err);
     if (mask != b->colmask)
