@@ -1538,7 +1538,7 @@ int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err)
     return rc && rc != KVFTS_ITEROVER ? fail(p, rc, err) : rc;
 }
 
-bool idx_postings_plain(const idx_postings *p, uint32_t last)
+bool idx_postings_plain(const idx_postings *p, uint32_t first, uint32_t last)
 {
     const segcur *sc = p->at;
     if (p->rc || !p->started || p->eof || !sc || sc->filter ||
@@ -1547,9 +1547,10 @@ bool idx_postings_plain(const idx_postings *p, uint32_t last)
     for (uint32_t s = 0; s < p->nsc; s++)
         if (&p->sc[s] != sc && p->sc[s].cur <= last)
             return false;
-    uint32_t d = p->dat;
-    while (d < p->ndel && p->dels[d] < p->cur)
-        d++;
+    /* From first, not from cur: the block also holds the ids before cur,
+     * and one of them the cursor stepped over for a newer deletion is
+     * there still (a document whose new version lost the word). */
+    uint32_t d = idx_gallop(p->dels, 0, p->ndel, first);
     return d == p->ndel || p->dels[d] > last;
 }
 

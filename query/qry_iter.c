@@ -1068,7 +1068,7 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
         }
         for (size_t k = 1; m > PHRASE_FEW && k < ph->u; k++) {
             idx_postings *p = ph->p[ph->order[k]];
-            if (idx_postings_plain(p, b.v[m - 1]))
+            if (idx_postings_plain(p, b.v[0], b.v[m - 1]))
                 continue;     /* the blocks tell (idx_postings_phrase) */
             if ((rc = idx_postings_run(p, &r, &rn, err)))
                 break;

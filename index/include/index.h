@@ -233,12 +233,13 @@ int idx_postings_skip_to(idx_postings *p, uint32_t docid, kv_err *err);
 int idx_postings_run(idx_postings *p, const uint32_t **ids, uint32_t *n,
                      kv_err *err);
 uint32_t idx_postings_docid(const idx_postings *p);
-/** True when the live ids from the current posting up to @p last are
- *  the current block's ids in that range (one segment holds ids there,
- *  none of them is deleted, and the block has no other field's
- *  documents): then being in the block is being live, and a phrase's
- *  candidates need not be checked against the term's run. */
-bool idx_postings_plain(const idx_postings *p, uint32_t last);
+/** True when the live ids in [@p first, @p last] (first at or before the
+ *  current posting's id) are the current block's ids in that range (one
+ *  segment holds ids there, none of them is deleted, and the block has no
+ *  other field's documents): then being in the block is being live, and a
+ *  phrase's candidates need not be checked against the term's run. */
+bool idx_postings_plain(const idx_postings *p, uint32_t first,
+                        uint32_t last);
 /** Decode the current block up to @p level (IDX_DECODE_TFS or _POSITIONS):
  *  views and positions are decoded on first use, so this is where damage
  *  to those streams is reported; tf and views are valid after it. */

@@ -20,7 +20,9 @@
  *      ascending per view), and what idx_block_peek() reads of its header.
  *      It is decoded a third time a document at a time, as a phrase does
  *      (fuzz_bydoc): the same views and positions, no damage where the
- *      whole decode found none.
+ *      whole decode found none.  And its word is counted as a phrase
+ *      with itself, 1 and 2 words apart, as a phrase's count reads a block
+ *      (fuzz_phrase): the whole decode's count.
  *      It is encoded again, whole and in two halves as the segment writer
  *      cuts a list, and decoded into the first block, reused: every id,
  *      view, tf and position must come back.
@@ -154,6 +156,73 @@ static void fuzz_bydoc(uint32_t first, uint32_t ncols, const char *rec,
     idx_block_free(&b);
 }
 
+/* Documents of a block decoded whole with positions p and p + d in one
+ * view: what the phrase of its word said twice, d words apart, matches. */
+static uint64_t phrase_ref(const idx_plist *l, uint32_t d)
+{
+    uint64_t count = 0;
+    for (uint32_t i = 0; i < l->n; i++) {
+        bool hit = false;
+        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
+            for (uint32_t x = l->poff[v]; x < l->poff[v + 1]; x++)
+                for (uint32_t y = x + 1; y < l->poff[v + 1]; y++)
+                    hit |= (uint64_t)l->pos[x] + d == l->pos[y];
+        count += hit;
+    }
+    return count;
+}
+
+/* That phrase counted as a phrase's count reads a block (its ids, then its
+ * views and gaps, idx_blocks_common and idx_blocks_phrase): the whole
+ * decode's answer where that found no damage; else a refusal or a count,
+ * never a read out of bounds. */
+static void fuzz_phrase(uint32_t first, uint32_t ncols, const char *rec,
+                        size_t len, const idx_block *whole)
+{
+    kv_err err = KV_ERR_INIT;
+    static uint8_t sel[256];
+    static uint32_t cols[256];
+    idx_block b;
+    idx_block_init(&b);
+    for (uint32_t c = 0; c < 256; c++) {
+        sel[c] = 1;
+        cols[c] = c << 2 | 3;
+    }
+    int rc = idx_block_decode(&b, first, rec, len, ncols, IDX_DEC_IDS, &err);
+    if (rc == KVFTS_OK && b.l.positions)
+        rc = idx_block_need_gaps(&b, &err);
+    if (rc == KVFTS_OK && b.l.positions) {
+        uint32_t m = b.l.n;
+        uint32_t *cand = malloc((size_t)m * 4), *idx = malloc((size_t)m * 4);
+        uint32_t *keep = malloc((size_t)m * 4);
+        uint16_t *map = malloc(IDX_PHRASE_MAP * sizeof *map);
+        for (uint32_t d = 1; cand && idx && keep && map && d <= 2; d++) {
+            idx_phrase_term t[2] = {
+                { .b = &b, .sel = sel, .cols = cols, .off = 0, .idx = idx },
+                { .b = &b, .sel = sel, .cols = cols, .off = d, .idx = idx,
+                  .dup = true },
+            };
+            uint64_t count = 0;
+            memcpy(cand, b.l.ids, (size_t)m * 4);
+            CHECK(idx_blocks_common(t, 2, cand, m, keep, map) == m);
+            rc = idx_blocks_phrase(t, 2, m, &count, &err);
+            CHECK(rc == KVFTS_OK || rc == KVFTS_ECORRUPT);
+            if (whole) {
+                CHECK(rc == KVFTS_OK);
+                CHECK(count == phrase_ref(&whole->l, d));
+            }
+        }
+        free(cand);
+        free(idx);
+        free(keep);
+        free(map);
+    }
+    CHECK(rc == KVFTS_OK || rc == KVFTS_ECORRUPT || rc == KVFTS_ENOMEM);
+    if (whole)
+        CHECK(rc != KVFTS_ECORRUPT);
+    idx_block_free(&b);
+}
+
 static void fuzz_block(uint32_t first, uint32_t ncols, const char *rec,
                        size_t len)
 {
@@ -198,8 +267,10 @@ static void fuzz_block(uint32_t first, uint32_t ncols, const char *rec,
                        &scratch);
         }
     }
-    if (rc2 != KVFTS_ENOMEM)
+    if (rc2 != KVFTS_ENOMEM) {
         fuzz_bydoc(first, ncols, rec, len, rc2 == KVFTS_OK ? &whole : NULL);
+        fuzz_phrase(first, ncols, rec, len, rc2 == KVFTS_OK ? &whole : NULL);
+    }
     kv_buf_free(&enc);
     kv_buf_free(&scratch);
     idx_block_free(&staged);
