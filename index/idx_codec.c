@@ -942,10 +942,8 @@ int idx_blocks_phrase(idx_phrase_term *t, size_t n, uint32_t m,
                       uint64_t *count, kv_err *err)
 {
     uint64_t found = 0;
-    for (size_t i = 0; i < n; i++) {
-        t[i].at = 0;
+    for (size_t i = 0; i < n; i++)
         t[i].bad = false;
-    }
     for (uint32_t j = 0; j < m; j++) {
         for (size_t i = 0; i < n; i++)
             t[i].at = t[i].idx[j];

@@ -1285,7 +1285,6 @@ struct idx_postings {
     uint32_t *pidx;        /* idx_postings_phrase's candidates' indexes */
     uint32_t pidxcap;
     uint16_t *pmap;        /* and its map (IDX_PHRASE_MAP) */
-    bool pmark;            /* its term seen (idx_postings_phrase) */
 };
 
 void idx_postings_close(idx_postings *p)
@@ -1752,9 +1751,9 @@ const idx_view *idx_postings_views(idx_postings *p, uint32_t *n)
 }
 
 #define PHRASE_STACK 8
-int idx_postings_phrase(idx_postings *const *p, const uint32_t *offs,
-                        size_t n, uint32_t *cand, uint32_t *m,
-                        uint64_t *count, bool *ok, kv_err *err)
+int idx_postings_phrase(idx_postings *const *p, const size_t *first,
+                        const uint32_t *offs, size_t n, uint32_t *cand,
+                        uint32_t *m, uint64_t *count, bool *ok, kv_err *err)
 {
     idx_phrase_term stack[PHRASE_STACK];
     idx_phrase_term *t = n <= PHRASE_STACK ? stack
@@ -1763,8 +1762,6 @@ int idx_postings_phrase(idx_postings *const *p, const uint32_t *offs,
     *ok = false;
     if (!t)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++)
-        p[i]->pmark = false;
     for (size_t i = 0; i < n; i++) {
         segcur *sc = p[i]->at;
         if ((rc = p[i]->rc)) {
@@ -1779,8 +1776,7 @@ int idx_postings_phrase(idx_postings *const *p, const uint32_t *offs,
             goto out;
         t[i] = (idx_phrase_term){ .b = &sc->blk, .sel = sc->sel,
                                   .cols = sc->e.cols, .off = offs[i],
-                                  .idx = p[i]->pidx, .dup = p[i]->pmark };
-        p[i]->pmark = true;
+                                  .idx = p[i]->pidx, .dup = first[i] < i };
     }
     if (!p[0]->pmap &&
         !(p[0]->pmap = kv_malloc(IDX_PHRASE_MAP * sizeof *p[0]->pmap))) {

@@ -947,8 +947,8 @@ static int phrase_count_blocks(phrase_it *ph, uint32_t *cand, size_t *m,
                                uint64_t *total, bool *done, kv_err *err)
 {
     uint32_t n = (uint32_t)*m;
-    int rc = idx_postings_phrase(ph->p, ph->offs, ph->n, cand, &n, total,
-                                 done, err);
+    int rc = idx_postings_phrase(ph->p, ph->first, ph->offs, ph->n, cand,
+                                 &n, total, done, err);
     *m = n;
     block_rounds += !rc && *done;
     return rc;

@@ -258,18 +258,19 @@ typedef struct idx_view {
 const idx_view *idx_postings_views(idx_postings *p, uint32_t *n);
 /** Count the documents of cand[0..*m) that hold the phrase of terms
  *  p[0..n) (term i at offset offs[i] from the first; a repeated word's
- *  terms may share a cursor) in one field, from the cursors' current
- *  blocks.  The candidates ascend, lie at or past every cursor and up to
- *  the smallest idx_postings_block_last, and are live ids of each term, or
+ *  terms share the cursor of its first term, first[i] < i) in one field,
+ *  from the cursors' current blocks.  The candidates ascend, lie at or
+ *  past every cursor and up to the smallest idx_postings_block_last, and
+ *  are live ids of each term, or
  *  of its block where idx_postings_plain says that is the same.  First
  *  they are cut, in place, to those every block has (*@p m: how many);
  *  those holding the phrase are added to *@p count.  No cursor moves, and
  *  positions are read as stored, only as far as a candidate needs them.
  *  *@p ok false (nothing counted; the caller goes by posting,
  *  idx_postings_need) when a block has no positions. */
-int idx_postings_phrase(idx_postings *const *p, const uint32_t *offs,
-                        size_t n, uint32_t *cand, uint32_t *m,
-                        uint64_t *count, bool *ok, kv_err *err);
+int idx_postings_phrase(idx_postings *const *p, const size_t *first,
+                        const uint32_t *offs, size_t n, uint32_t *cand,
+                        uint32_t *m, uint64_t *count, bool *ok, kv_err *err);
 /** Upper bound of the tf in the current block (block-max pruning), and
  *  the block's last doc id. */
 uint32_t idx_postings_block_max_tf(const idx_postings *p);
