@@ -229,6 +229,21 @@ int kv_test_recoveries(void)
     return atomic_load(&test_recoveries);
 }
 
+int kv_test_hold_open_lock(kv_env *e, kv_err *err)
+{
+    bdb_inst *in = e->sh->inst;
+    u_int32_t id, one = 1;
+    DBT obj = { .data = &one, .size = sizeof one };
+    DB_LOCK lock;
+    int ret = !in ? EINVAL : KV_BDB(e->sh, in->env->lock_id(in->env, &id));
+    if (!ret)
+        ret = KV_BDB(e->sh, in->env->lock_get(in->env, id, 0, &obj,
+                                              DB_LOCK_WRITE, &lock));
+    return ret ? kv_seterr(err, KVFTS_ERROR, "open lock: %s",
+                           db_strerror(ret))
+               : KVFTS_OK;
+}
+
 /* Test hook: kv_test_sleep_in_compare. */
 static atomic_int test_sleep_ms;
 static int test_sleep_fd = -1;

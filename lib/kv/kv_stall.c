@@ -29,14 +29,27 @@
  *           longer exists, seen twice in a row;
  *       (c) after STALL_GUESS_MS, a latch held by readers (glibc does not
  *           record them) while a process registered in a database this
- *           process has open is dead (kv__dead_peer): the one guess.
+ *           process has open is dead (kv__dead_peer): a guess (and (d)
+ *           below, for lock waits).
  *     It then returns EOWNERDEAD.  Berkeley DB takes a failed lock as
  *     fatal: it panics the environment and returns DB_RUNRECOVERY, which
  *     kv_env.c handles as it does another process's recovery: this process
  *     joins a recovered environment and the transaction runs again (kv_env.c
  *     says which).  A guess that was wrong costs one recovery.
  *   - A condition wait is a wait for a lock, which a live holder may keep
- *     for long and a dead one's failchk releases: only (a) ends it.
+ *     for long and a dead one's failchk releases.  Failchk runs where a
+ *     transaction begins (kv_env.c), so a process that died holding a
+ *     lock after the others had begun theirs left them all waiting in it,
+ *     and one of them could hold the registry's door, where the next
+ *     failchk would run: (a) ends such a wait, and also
+ *       (d) a process registered in a database this process has open has
+ *           been seen dead, and not yet cleaned up after, for
+ *           STALL_GUESS_MS of this wait (failchk clears its mark within a
+ *           second wherever a transaction begins).  Failchk would have
+ *           asked for recovery anyway where the dead process held a write
+ *           lock: every file's open takes one (Berkeley DB's meta-data
+ *           lock).  A live holder keeps a wait going only while nobody
+ *           begins a transaction; it costs one recovery then.
  *   - A thread that never waits but loops inside Berkeley DB on a state a
  *     killed process left is caught by a check every so many calls
  *     (spinning()).
@@ -163,7 +176,16 @@ static struct timespec mono_at(long long ms)
 typedef struct stall {
     long long start;              /* mono_ms() when the wait began */
     int dead_owner;               /* (b): the owner seen gone last slice */
+    long long dead_since;         /* (d): mono_ms() a dead peer was first
+                                     seen, of those in a row; 0: none */
 } stall;
+
+/* What else than (a) and (b) may end a wait: */
+typedef enum {
+    GUESS_NONE,                   /* a mutex */
+    GUESS_LATCH,                  /* (c) */
+    GUESS_LOCK                    /* (d) */
+} guess_kind;
 
 /* (a): the mapping holding @p obj is of a deleted file, or a recovery of
  * the regions it is in is under way (kv__recovery_pending). */
@@ -199,12 +221,24 @@ static bool thread_gone(int tid)
     return tid > 0 && kill(tid, 0) != 0 && errno == ESRCH;
 }
 
-/* Whether a wait of Berkeley DB's for @p obj is in vain (see the top):
- * @p owner is the holder's thread id if known, else 0; @p guess allows
- * (c). */
-static bool vain(stall *s, const void *obj, int owner, bool guess)
+/* (d): a dead peer seen in every check of @p s for STALL_GUESS_MS. */
+static bool dead_uncleaned(stall *s, long long now)
 {
-    long long waited = mono_ms() - s->start;
+    if (!kv__dead_peer()) {
+        s->dead_since = 0;
+        return false;
+    }
+    if (!s->dead_since)
+        s->dead_since = now;
+    return now - s->dead_since >= STALL_GUESS_MS;
+}
+
+/* Whether a wait of Berkeley DB's for @p obj is in vain (see the top):
+ * @p owner is the holder's thread id if known, else 0; @p guess says what
+ * else may end it. */
+static bool vain(stall *s, const void *obj, int owner, guess_kind guess)
+{
+    long long now = mono_ms(), waited = now - s->start;
     if (waited < STALL_FIRST_MS || kv__recovering_here())
         return false;
     int saved = errno;
@@ -215,8 +249,10 @@ static bool vain(stall *s, const void *obj, int owner, bool guess)
     } else {
         s->dead_owner = 0;
     }
-    if (!v && guess && waited >= STALL_GUESS_MS)
+    if (!v && guess == GUESS_LATCH && waited >= STALL_GUESS_MS)
         v = kv__dead_peer();
+    if (!v && guess == GUESS_LOCK)
+        v = dead_uncleaned(s, now);
     errno = saved;
     return v;
 }
@@ -263,13 +299,13 @@ static int mutex_wait(pthread_mutex_t *m, bool spin_check)
     int r = pthread_mutex_trylock(m);
     if (r != EBUSY)
         return r;
-    stall s = { mono_ms(), 0 };
+    stall s = { mono_ms(), 0, 0 };
     for (;;) {
         struct timespec at = mono_at(mono_ms() + STALL_SLICE_MS);
         r = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &at);
         if (r != ETIMEDOUT)
             return r;
-        if (vain(&s, m, m->__data.__owner, false))
+        if (vain(&s, m, m->__data.__owner, GUESS_NONE))
             return EOWNERDEAD;
     }
 }
@@ -288,14 +324,14 @@ static int rwlock_wait(pthread_rwlock_t *l, bool write)
     int r = write ? pthread_rwlock_trywrlock(l) : pthread_rwlock_tryrdlock(l);
     if (r != EBUSY)
         return r;
-    stall s = { mono_ms(), 0 };
+    stall s = { mono_ms(), 0, 0 };
     for (;;) {
         struct timespec at = mono_at(mono_ms() + STALL_SLICE_MS);
         r = write ? pthread_rwlock_clockwrlock(l, CLOCK_MONOTONIC, &at)
                   : pthread_rwlock_clockrdlock(l, CLOCK_MONOTONIC, &at);
         if (r != ETIMEDOUT)
             return r;
-        if (vain(&s, l, (int)l->__data.__cur_writer, true))
+        if (vain(&s, l, (int)l->__data.__cur_writer, GUESS_LATCH))
             return EOWNERDEAD;
     }
 }
@@ -319,7 +355,7 @@ KV_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 static int cond_wait_sliced(pthread_cond_t *c, pthread_mutex_t *m,
                             const struct timespec *until)
 {
-    stall s = { mono_ms(), 0 };
+    stall s = { mono_ms(), 0, 0 };
     long long end = -1;
     if (until) {
         struct timespec now;
@@ -344,7 +380,7 @@ static int cond_wait_sliced(pthread_cond_t *c, pthread_mutex_t *m,
          * meanwhile would leave m held for ever (a wait's own section of
          * Berkeley DB holds it only for a few instructions). */
         pthread_mutex_unlock(m);
-        bool v = vain(&s, c, 0, false);
+        bool v = vain(&s, c, 0, GUESS_LOCK);
         r = mutex_wait(m, false);
         if (r)
             return r;

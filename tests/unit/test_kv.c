@@ -1092,6 +1092,66 @@ static void test_killed_latch_holder(void **state)
     close_pipes(ready, go);
 }
 
+/* Takes the lock Berkeley DB holds around a file's open, and dies holding
+ * it: a process killed inside DB->open. */
+static int die_opening(kv_env *e)
+{
+    kv_err err = KV_ERR_INIT;
+    if (kv_test_hold_open_lock(e, &err))
+        return 3;
+    raise(SIGKILL);
+    return 4;                       /* not reached */
+}
+
+/* A process killed inside DB->open, after the others had begun their
+ * transactions (so none of them had seen it dead at its door, where failchk
+ * runs): every later open of a file (a segment's, a new instance's) waited
+ * for its lock for ever, and failchk, which would release it, runs only at
+ * a transaction's beginning (e2e.reader_kill's hang in the sanitizer
+ * build).  Now a lock wait that sees a registered process dead and not
+ * cleaned up after for STALL_GUESS_MS gives up: the environment is
+ * recovered, the transaction runs again and reads the file. */
+static void test_killed_file_opener(void **state)
+{
+#ifdef NO_STALL_GUARD
+    skip();
+#endif
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    const uint32_t seg = KV_PART_OWN | 5;
+    unsigned char key[8];
+    kv_txn *t;
+    seg_key(key, seg, "k1");
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    assert_int_equal(kv_put(t, KV_POSTINGS, key, 6, "v1", 2, &err), 0);
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_env_close(f->env);           /* the child forks before this opens */
+    f->env = NULL;
+    int ready[2], go[2];
+    pid_t opener = child_after(f->dir, ready, go, die_opening, -1);
+    kv_env_options o = { false, false, 0 };
+    assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    let_die(opener, go);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kv_buf v = KV_BUF_INIT;
+    int rc = kv_get(t, KV_POSTINGS, key, 6, &v, false, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_equal(rc, KV_RETRY);
+    assert_true(t1.tv_sec - t0.tv_sec < 30);
+    kv_txn_abort(t);
+    int before = kv_test_recoveries();
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_POSTINGS, key, 6, &v, false, &err), 0);
+    assert_int_equal(v.len, 2);
+    assert_memory_equal(v.data, "v1", 2);
+    kv_txn_abort(t);
+    assert_int_equal(kv_test_recoveries(), before + 1);
+    kv_buf_free(&v);
+    close_pipes(ready, go);
+}
+
 /* A write transaction whose commit comes after another process recovered
  * the environment (one died inside Berkeley DB; the next to open
  * recovered): Berkeley DB says DB_RUNRECOVERY, and the log tells that the
@@ -1778,6 +1838,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lazy_read, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_killed_lock_waiter, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_killed_file_opener, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_killed_latch_holder, fx_setup,
                                         fx_teardown),

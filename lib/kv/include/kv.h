@@ -245,6 +245,10 @@ void kv_test_sleep_in_compare(int fd, int ms);
 void kv_test_die_after_recovery(bool on);
 /** Test hook: recoveries this process has run to the end. */
 int kv_test_recoveries(void);
+/** Test hook: take and keep the lock Berkeley DB takes around every open
+ *  of a database file (its environment's "meta-data lock": a write lock on
+ *  the 4-byte object 1), as a process killed inside DB->open holds it. */
+int kv_test_hold_open_lock(kv_env *env, kv_err *err);
 /** Whether Berkeley DB's waits in this process end when they wait for a
  *  dead process (lib/kv/kv_stall.c): false only where that is not built
  *  (ThreadSanitizer). */
