@@ -515,16 +515,26 @@ static void reg_scan(shared_env *sh, int *alive, int *dead)
     }
 }
 
-bool kv__dead_peer(void)
+/* Whether path is a file of sh's regions. */
+static bool in_home(const shared_env *sh, const char *path)
+{
+    size_t n = strlen(sh->home);
+    return strncmp(path, sh->home, n) == 0 && path[n] == '/';
+}
+
+bool kv__dead_peer(const char *path)
 {
     /* Called from inside a Berkeley DB wait (kv_stall.c), which may be
      * under shared_mu itself: never wait for it. */
     if (pthread_mutex_trylock(&shared_mu) != 0)
         return false;
+    bool any = true;
+    for (shared_env *sh = shared_list; sh && any && path; sh = sh->next)
+        any = !in_home(sh, path);
     bool dead = false;
     for (shared_env *sh = shared_list; sh && !dead; sh = sh->next) {
         int alive, n = 0;
-        if (sh->reg_fd >= 0)
+        if (sh->reg_fd >= 0 && (any || in_home(sh, path)))
             reg_scan(sh, &alive, &n);
         dead = n > 0;
     }
@@ -585,11 +595,9 @@ bool kv__recovery_pending(const char *path)
     if (pthread_mutex_trylock(&shared_mu) != 0)
         return false;
     bool pending = false;
-    for (shared_env *sh = shared_list; sh && !pending; sh = sh->next) {
-        size_t n = strlen(sh->home);
+    for (shared_env *sh = shared_list; sh && !pending; sh = sh->next)
         pending = sh->stamps && atomic_load(&sh->stamps->recovering) &&
-                  strncmp(path, sh->home, n) == 0 && path[n] == '/';
-    }
+                  in_home(sh, path);
     pthread_mutex_unlock(&shared_mu);
     return pending;
 }

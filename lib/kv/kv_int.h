@@ -193,8 +193,9 @@ void kv__bdb_msgs_clear(void);
 void kv__inst_mark_dead(bdb_inst *in);
 /* kv_env.c: whether a process registered in a database this process has
  * open is dead (its registry slot unlocked); false if that cannot be told
- * now.  For kv_stall.c's guess. */
-bool kv__dead_peer(void);
+ * now.  Only the database whose regions hold file @p path if one does
+ * (else any).  For kv_stall.c's guesses. */
+bool kv__dead_peer(const char *path);
 /* kv_gate.c: every Berkeley DB call is KV_BDB(sh, call), sh the directory
  * it is in: the call counts as under way (a recovery waits for it), and
  * first waits while a recovery is under way.  Evaluates to call's value. */

@@ -80,6 +80,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <link.h>
 #include <signal.h>
 #include <stdint.h>
@@ -188,9 +189,12 @@ typedef enum {
 } guess_kind;
 
 /* (a): the mapping holding @p obj is of a deleted file, or a recovery of
- * the regions it is in is under way (kv__recovery_pending). */
-static bool mapping_vain(const void *obj)
+ * the regions it is in is under way (kv__recovery_pending).  The mapped
+ * file's path goes to @p where (cap PATH_MAX; "" if none): the guesses
+ * look only at the processes of that environment. */
+static bool mapping_vain(const void *obj, char *where)
 {
+    where[0] = '\0';
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return false;
@@ -207,6 +211,8 @@ static bool mapping_vain(const void *obj)
             line[--n] = '\0';
         v = n >= 10 && strcmp(line + n - 10, " (deleted)") == 0;
         const char *path = strchr(line, '/');
+        if (path && strlen(path) < PATH_MAX)
+            strcpy(where, path);
         if (!v && path)
             v = kv__recovery_pending(path);
         break;
@@ -221,10 +227,11 @@ static bool thread_gone(int tid)
     return tid > 0 && kill(tid, 0) != 0 && errno == ESRCH;
 }
 
-/* (d): a dead peer seen in every check of @p s for STALL_GUESS_MS. */
-static bool dead_uncleaned(stall *s, long long now)
+/* (d): a dead peer (of the environment at @p where) seen in every check
+ * of @p s for STALL_GUESS_MS. */
+static bool dead_uncleaned(stall *s, const char *where, long long now)
 {
-    if (!kv__dead_peer()) {
+    if (!kv__dead_peer(where)) {
         s->dead_since = 0;
         return false;
     }
@@ -242,7 +249,8 @@ static bool vain(stall *s, const void *obj, int owner, guess_kind guess)
     if (waited < STALL_FIRST_MS || kv__recovering_here())
         return false;
     int saved = errno;
-    bool v = mapping_vain(obj);
+    char where[PATH_MAX];
+    bool v = mapping_vain(obj, where);
     if (!v && owner > 0 && thread_gone(owner)) {
         v = s->dead_owner == owner;
         s->dead_owner = owner;
@@ -250,9 +258,9 @@ static bool vain(stall *s, const void *obj, int owner, guess_kind guess)
         s->dead_owner = 0;
     }
     if (!v && guess == GUESS_LATCH && waited >= STALL_GUESS_MS)
-        v = kv__dead_peer();
+        v = kv__dead_peer(where);
     if (!v && guess == GUESS_LOCK)
-        v = dead_uncleaned(s, now);
+        v = dead_uncleaned(s, where, now);
     errno = saved;
     return v;
 }
@@ -276,8 +284,9 @@ static bool spinning(const void *obj)
         kv__recovering_here())
         return false;
     int saved = errno;
-    bool v = mapping_vain(obj);
-    if (!v && kv__dead_peer()) {
+    char where[PATH_MAX];
+    bool v = mapping_vain(obj, where);
+    if (!v && kv__dead_peer(where)) {
         long long now = mono_ms();
         if (!tls_dead_since)
             tls_dead_since = now;
