@@ -235,7 +235,8 @@ void idx_svb_decode_0124(const unsigned char *in, uint32_t *out,
 void idx__svb_decode_c(const unsigned char *in, uint32_t *out,
                        uint32_t count, bool delta, uint32_t prev);
 /** Data bytes of values [@p from, @p to) of a standard stream whose
- *  control bytes start at @p ctrl (which must hold them). */
+ *  control bytes start at @p ctrl.  Reads the control bytes a word (8) at
+ *  a time: up to 7 bytes past them (the stream's data, or IDX_SLACK). */
 size_t idx_svb_span(const unsigned char *ctrl, uint32_t from, uint32_t to);
 /** Values [@p from, @p to) of a standard stream into out[from .. to),
  *  their data starting at @p data: reads idx_svb_span() bytes exactly. */

@@ -113,19 +113,35 @@ size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,
     return ctrl + data;
 }
 
+/* The 2-bit codes of a word of control bytes, summed (as ctrl8_bytes). */
+static inline size_t codes_sum(uint64_t x)
+{
+    const uint64_t m2 = 0x3333333333333333ull, m4 = 0x0F0F0F0F0F0F0F0Full;
+    uint64_t y = (x & m2) + ((x >> 2) & m2);
+    y = (y + (y >> 4)) & m4;
+    return (size_t)((y * 0x0101010101010101ull) >> 56);
+}
+
+/* A word at a time, its codes outside [from, to) masked off: the loops
+ * over a group's values before and after the whole words (as many as 31
+ * each, unpredictable) were most of a phrase's walk to a document. */
 size_t idx_svb_span(const unsigned char *ctrl, uint32_t from, uint32_t to)
 {
-    size_t data = 0;
-    uint32_t i = from;
-    for (; i < to && (i & 3); i++)
-        data += ((ctrl[i / 4] >> (2 * (i % 4))) & 3) + 1;
-    for (; i + 32 <= to; i += 32)
-        data += ctrl8_bytes(ctrl + i / 4, false);
-    for (; i + 4 <= to; i += 4)
-        data += ctrl_bytes[0][ctrl[i / 4]];
-    for (; i < to; i++)
-        data += ((ctrl[i / 4] >> (2 * (i % 4))) & 3) + 1;
-    return data;
+    if (from >= to)
+        return 0;
+    size_t data = to - from;
+    uint32_t w = from / 32, last = (to - 1) / 32;
+    uint64_t x;
+    memcpy(&x, ctrl + (size_t)w * 8, 8);
+    x &= ~0ull << (2 * (from % 32));
+    while (w < last) {
+        data += codes_sum(x);
+        memcpy(&x, ctrl + (size_t)++w * 8, 8);
+    }
+    uint32_t r = to - last * 32;                 /* 1 .. 32 */
+    if (r < 32)
+        x &= (1ull << (2 * r)) - 1;
+    return data + codes_sum(x);
 }
 
 /* PSHUFB masks: for control byte c, where each of the four values' bytes
