@@ -22,7 +22,11 @@
 #   - the next open after a writer was killed beside a live one (Berkeley
 #     DB's failchk: the dead writer's transaction aborted, its locks freed)
 #     prints only its own output: failchk's messages ("Freeing read locks
-#     for locker ...") went to its stdout, ahead of the JSON.
+#     for locker ...") went to its stdout, ahead of the JSON;
+#   - a writer waiting for a live one's lock while a process killed after
+#     it began waiting goes uncleaned gives up after 5 s of that (a
+#     recovery), commits before the holder would have let it, and the
+#     holder's batch commits too.
 . "$(dirname "$0")/lib.sh"
 
 : "${KVFTS_TEST_HELPER:?KVFTS_TEST_HELPER must name kvfts_test_helper}"
@@ -152,6 +156,38 @@ wait $WAITER_PID
 expect_eq "the writer that waited for the killed one commits (helper exit)" $? 0
 expect_exit 0 kv -d "$T_DIR/dead" get waiter
 expect_stdout_contains '"doc":{}'
+
+# A writer waiting for a live one's lock while a process killed after it
+# had begun waiting goes uncleaned (nobody begins a transaction, where
+# failchk runs): after 5 s of that the wait gives up, the environment is
+# recovered (lib/kv/kv_stall.c, (d)) and the writer's put runs again and
+# commits, before the holder would have let it; the holder's batch, whose
+# environment the recovery replaced, runs again at its commit.  Both land.
+expect_exit 0 kv init "$T_DIR/bystander"
+expect_exit 0 kv -d "$T_DIR/bystander" put doc::1 '{"t":"committed"}'
+hold bystander 20
+HOLDER_PID=$HOLD_PID
+KVFTS_BUSY_TIMEOUT=60 "$KVFTS_BIN" -d "$T_DIR/bystander" put doc::b \
+    '{"t":"waited"}' >"$T_DIR/b.out" 2>&1 &
+B_PID=$!
+track_pid $B_PID
+"$H" hold "$T_DIR/bystander" victim 60 >"$T_DIR/victim.out" 2>&1 &
+VICTIM_PID=$!
+track_pid $VICTIM_PID
+sleep 1
+kill -9 $VICTIM_PID
+wait $VICTIM_PID 2>/dev/null
+wait $B_PID
+expect_eq "the waiting put commits (kvfts exit; $(cat "$T_DIR/b.out"))" $? 0
+check "it commits while the holder still holds its lock" kill -0 $HOLDER_PID
+wait $HOLDER_PID
+expect_eq "the holder's batch commits after the recovery (helper exit)" $? 0
+expect_exit 0 kv -d "$T_DIR/bystander" get doc::b
+expect_stdout_contains '"waited"'
+expect_exit 0 kv -d "$T_DIR/bystander" get key
+expect_stdout_contains '"doc":{}'
+expect_exit 0 kv -d "$T_DIR/bystander" check
+expect_stdout_contains '"ok":true'
 
 # Half made, found by the first open (no process has the database open).
 expect_exit 0 kv init "$T_DIR/half"
