@@ -174,7 +174,19 @@ track_pid $B_PID
 "$H" hold "$T_DIR/bystander" victim 60 >"$T_DIR/victim.out" 2>&1 &
 VICTIM_PID=$!
 track_pid $VICTIM_PID
-sleep 1
+# The victim dies only once the put has begun its transaction (the three
+# hold registry slots, 'L' and a pid each from byte 256 on): a put that
+# began after it would clean up after it at its door (failchk) and then
+# wait for the holder.
+for i in $(seq 1 200); do
+    slots=$(dd if="$T_DIR/bystander/kvfts.lock" bs=16 skip=16 count=4096 \
+            2>/dev/null | tr -cd L | wc -c)
+    [ "$slots" -ge 3 ] && break
+    sleep 0.05
+done
+check "the holder, the put and the victim are registered ($slots)" \
+    [ "$slots" -ge 3 ]
+sleep 0.5
 kill -9 $VICTIM_PID
 wait $VICTIM_PID 2>/dev/null
 wait $B_PID
