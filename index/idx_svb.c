@@ -70,26 +70,27 @@ static const unsigned char ctrl_bytes[2][256] = {
   }
 };
 
-/* The data bytes of the 32 values of the eight control bytes at @p p,
- * added up as a word (SWAR) rather than looked up byte by byte: the 2-bit
- * codes summed (into nibbles, then bytes, then all eight bytes by a
- * multiply); a value has code + 1 bytes, or in the 0124 coding code bytes
- * but 4 for code 3. */
-static inline size_t ctrl8_bytes(const unsigned char *p, bool is0124)
+/* The 2-bit codes of a word of control bytes, summed as a word (SWAR):
+ * into nibbles, then bytes, then all eight bytes by a multiply. */
+static inline size_t codes_sum(uint64_t x)
 {
     const uint64_t m2 = 0x3333333333333333ull, m4 = 0x0F0F0F0F0F0F0F0Full;
-    const uint64_t ones = 0x0101010101010101ull;
-    uint64_t x;
-    memcpy(&x, p, 8);
     uint64_t y = (x & m2) + ((x >> 2) & m2);
     y = (y + (y >> 4)) & m4;
-    size_t sum = (size_t)((y * ones) >> 56);
+    return (size_t)((y * 0x0101010101010101ull) >> 56);
+}
+
+/* The data bytes of the 32 values of the eight control bytes at @p p,
+ * added up as a word rather than looked up byte by byte: a value has
+ * code + 1 bytes, or in the 0124 coding code bytes but 4 for code 3. */
+static inline size_t ctrl8_bytes(const unsigned char *p, bool is0124)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+    size_t sum = codes_sum(x);
     if (!is0124)
         return sum + 32;
-    uint64_t three = x & (x >> 1) & 0x5555555555555555ull;
-    three = (three & m2) + ((three >> 2) & m2);
-    three = (three + (three >> 4)) & m4;
-    return sum + (size_t)((three * ones) >> 56);
+    return sum + codes_sum(x & (x >> 1) & 0x5555555555555555ull);
 }
 
 size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,
@@ -111,15 +112,6 @@ size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,
         data += is0124 ? (code == 3 ? 4 : code) : code + 1;
     }
     return ctrl + data;
-}
-
-/* The 2-bit codes of a word of control bytes, summed (as ctrl8_bytes). */
-static inline size_t codes_sum(uint64_t x)
-{
-    const uint64_t m2 = 0x3333333333333333ull, m4 = 0x0F0F0F0F0F0F0F0Full;
-    uint64_t y = (x & m2) + ((x >> 2) & m2);
-    y = (y + (y >> 4)) & m4;
-    return (size_t)((y * 0x0101010101010101ull) >> 56);
 }
 
 /* A word at a time, its codes outside [from, to) masked off: the loops
