@@ -177,8 +177,7 @@ static struct timespec mono_at(long long ms)
 typedef struct stall {
     long long start;              /* mono_ms() when the wait began */
     int dead_owner;               /* (b): the owner seen gone last slice */
-    long long dead_since;         /* (d): mono_ms() a dead peer was first
-                                     seen, of those in a row; 0: none */
+    long long dead_since;         /* (d): see dead_uncleaned() */
 } stall;
 
 /* What else than (a) and (b) may end a wait: */
@@ -227,17 +226,19 @@ static bool thread_gone(int tid)
     return tid > 0 && kill(tid, 0) != 0 && errno == ESRCH;
 }
 
-/* (d): a dead peer (of the environment at @p where) seen in every check
- * of @p s for STALL_GUESS_MS. */
-static bool dead_uncleaned(stall *s, const char *where, long long now)
+/* A dead peer (of the environment at @p where) seen in every check for
+ * STALL_GUESS_MS: *@p since is mono_ms() when the first of those checks
+ * saw it (0: the last check did not).  Rule (d), and spinning(). */
+static bool dead_uncleaned(long long *since, const char *where,
+                           long long now)
 {
     if (!kv__dead_peer(where)) {
-        s->dead_since = 0;
+        *since = 0;
         return false;
     }
-    if (!s->dead_since)
-        s->dead_since = now;
-    return now - s->dead_since >= STALL_GUESS_MS;
+    if (!*since)
+        *since = now;
+    return now - *since >= STALL_GUESS_MS;
 }
 
 /* Whether a wait of Berkeley DB's for @p obj is in vain (see the top):
@@ -260,7 +261,7 @@ static bool vain(stall *s, const void *obj, int owner, guess_kind guess)
     if (!v && guess == GUESS_LATCH && waited >= STALL_GUESS_MS)
         v = kv__dead_peer(where);
     if (!v && guess == GUESS_LOCK)
-        v = dead_uncleaned(s, where, now);
+        v = dead_uncleaned(&s->dead_since, where, now);
     errno = saved;
     return v;
 }
@@ -285,15 +286,8 @@ static bool spinning(const void *obj)
         return false;
     int saved = errno;
     char where[PATH_MAX];
-    bool v = mapping_vain(obj, where);
-    if (!v && kv__dead_peer(where)) {
-        long long now = mono_ms();
-        if (!tls_dead_since)
-            tls_dead_since = now;
-        v = now - tls_dead_since >= STALL_GUESS_MS;
-    } else {
-        tls_dead_since = 0;
-    }
+    bool v = mapping_vain(obj, where) ||
+             dead_uncleaned(&tls_dead_since, where, mono_ms());
     if (v)
         tls_dead_since = 0;
     errno = saved;
