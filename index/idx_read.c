@@ -2671,6 +2671,21 @@ static int lens_seek(idx_lens_reader *r, uint32_t docid, kv_err *err)
     return idx_lens_span(k, kl, v, vl, run_push, r, err);
 }
 
+/* Whether the run answers for docid (holds it, or would if it had it). */
+static bool run_holds(const idx_lens_reader *r, uint32_t docid)
+{
+    return r->n && r->run[0].docid <= docid &&
+           (docid <= r->run[r->n - 1].docid || r->end);
+}
+
+/* Whether docid is past the run's end by LENS_NEAR ids or fewer: read on
+ * (the bulk read's next records, or the next bulk read), not seek. */
+static bool run_near(const idx_lens_reader *r, uint32_t docid)
+{
+    return r->n && docid > r->run[r->n - 1].docid &&
+           docid - r->run[r->n - 1].docid <= LENS_NEAR;
+}
+
 int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
                         uint32_t field_id, uint32_t *len, kv_err *err)
 {
@@ -2678,17 +2693,12 @@ int idx_lens_reader_get(idx_lens_reader *r, uint32_t docid,
     if (field_id == 0)
         return KVFTS_OK;
     int rc = KVFTS_OK;
-    while (!rc && r->more && r->n && r->run[0].docid <= docid &&
-           docid > r->run[r->n - 1].docid &&
-           docid - r->run[r->n - 1].docid <= LENS_NEAR)
+    while (!rc && r->more && run_near(r, docid))
         rc = lens_more(r, err);
-    if (!rc && !(r->n && r->run[0].docid <= docid &&
-                 (docid <= r->run[r->n - 1].docid || r->end))) {
-        if (r->n && r->run[0].docid <= docid &&
-            docid - r->run[r->n - 1].docid <= LENS_NEAR)
+    if (!rc && !run_holds(r, docid)) {
+        if (run_near(r, docid))
             rc = lens_read_next(r, err);
-        if (!rc && !(r->n && r->run[0].docid <= docid &&
-                     (docid <= r->run[r->n - 1].docid || r->end)))
+        if (!rc && !run_holds(r, docid))
             rc = lens_seek(r, docid, err);
         if (!rc && (!r->n || r->run[0].docid > docid))
             return KVFTS_OK;                        /* no record */
