@@ -1601,6 +1601,75 @@ static void test_lens_reader(void **state)
     kv_env_close(env);
 }
 
+/* ---- the handle's cache of terms' blocks ---------------------------------- */
+
+/* A rare term ANDed with a common one, walked by readers that share a
+ * dictionary cache: the walk seeks a few of the common term's blocks (1 in
+ * 8 here), and from the third reader on they all come from the cache
+ * (bt_note, bt_admit: a walk reading a sixteenth of them or more makes the
+ * term a candidate, the next walk reads it whole), and the answers stay
+ * the same.  A rare term that reads 1 in 313 leaves them where they are. */
+static void test_block_cache_admission(void **state)
+{
+    fx *f = *state;
+    kvfts_batch *b;
+    assert_int_equal(kvfts_batch_begin(&b, f->db), 0);
+    const int ndocs = 40000;
+    for (int i = 1; i <= ndocs; i++) {
+        char k[32], j[96];
+        snprintf(k, sizeof k, "d%05d", i);
+        snprintf(j, sizeof j, "{\"t\":\"common w%d%s%s\"}", i % 7,
+                 i % 1024 == 0 ? " rare" : "", i == 20000 ? " once" : "");
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(k), S(j)), 0);
+    }
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    kv_env *env;
+    kv_err err = KV_ERR_INIT;
+    assert_int_equal(kv_env_open(&env, f->dir, NULL, &err), 0);
+    kv_txn *t;
+    assert_int_equal(kv_txn_begin(&t, env, false, &err), 0);
+    idx_dict_cache *d;
+    assert_int_equal(idx_dict_cache_new(&d, 8u << 20, &err), 0);
+    const char *rare[] = { "once", "rare" };
+    for (int w = 0; w < 2; w++) {
+        size_t held[5];
+        for (int round = 0; round < 5; round++) {
+            idx_reader *r;
+            assert_int_equal(idx_reader_open_dict(&r, t, d, &err), 0);
+            idx_postings *pr, *pc;
+            assert_int_equal(idx_postings_open(&pr, r, S("_all"),
+                                               S(rare[w]), &err), 0);
+            assert_int_equal(idx_postings_open(&pc, r, S("_all"),
+                                               S("common"), &err), 0);
+            int both = 0, rc;
+            while ((rc = idx_postings_next(pr, &err)) == KVFTS_OK) {
+                uint32_t id = idx_postings_docid(pr);
+                assert_int_equal(idx_postings_skip_to(pc, id, &err), 0);
+                both += idx_postings_docid(pc) == id;
+            }
+            assert_int_equal(rc, KVFTS_ITEROVER);
+            assert_int_equal(both, w ? ndocs / 1024 : 1);
+            idx_postings_close(pr);
+            idx_postings_close(pc);
+            idx_reader_close(r);
+            held[round] = idx_dict_cache_bytes(d);
+        }
+        /* common's 40,000 postings take more than 40 KB */
+        if (w == 1 && held[4] < held[0] + 40000)
+            fail_msg("the cache holds %zu bytes after the first walk and "
+                     "%zu after the fifth: common's blocks not kept",
+                     held[0], held[4]);
+        if (w == 0 && held[4] != held[0])
+            fail_msg("one seek of 313 blocks read them whole (%zu -> %zu "
+                     "bytes)", held[0], held[4]);
+        assert_int_equal(held[4], held[2]);     /* kept, not read again */
+    }
+    idx_dict_cache_free(d);
+    kv_txn_abort(t);
+    kv_env_close(env);
+}
+
 /* ---- damaged records on disk -------------------------------------------- */
 
 /* The entry of term in the newest segment. */
@@ -2168,6 +2237,7 @@ int main(void)
         cmocka_unit_test(test_lens_codec),
         T(test_seed_example),
         T(test_lens_reader),
+        T(test_block_cache_admission),
         T(test_corrupt_records),
         cmocka_unit_test(test_rebuild_equivalence),
         cmocka_unit_test(test_merge_copies_blocks),
