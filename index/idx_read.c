@@ -203,12 +203,29 @@ static void bt_drop(idx_dict_cache *d, const idx_segs *keep, bool stale)
     d->nbt = k;
 }
 
+/* Where term (seg, ord) is or would go in d->bt, which is kept in
+ * (segment, ordinal) order: a prefix's expansion looks up each of its
+ * terms. */
+static uint32_t bt_lower_key(const idx_dict_cache *d, uint32_t seg,
+                             uint32_t ord)
+{
+    uint32_t lo = 0, hi = d->nbt;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const bterm *b = d->bt[mid];
+        if (b->seg < seg || (b->seg == seg && b->ord < ord))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static bterm *bt_find(idx_dict_cache *d, uint32_t seg, uint32_t ord)
 {
-    for (uint32_t i = 0; i < d->nbt; i++)
-        if (d->bt[i]->seg == seg && d->bt[i]->ord == ord)
-            return d->bt[i];
-    return NULL;
+    uint32_t i = bt_lower_key(d, seg, ord);
+    return i < d->nbt && d->bt[i]->seg == seg && d->bt[i]->ord == ord
+           ? d->bt[i] : NULL;
 }
 
 /* A term of a segment in the rings (0: an empty place). */
@@ -1078,13 +1095,15 @@ static int ext_walk(segcur *sc, int rc, uint32_t target, kv_err *err)
     }
 }
 
-/* Read the term's block records whole into the handle's cache (sc->bt
- * set), unless they take more than an eighth of its room (remembered in
- * big) or it has no room left (then bt_full: the next reader's start drops
- * the stale terms). */
-static int bt_fill(segcur *sc, kv_err *err)
+/* Read the block records of term @p ord of segment @p seg (@p nblocks of
+ * them) whole into the handle's cache d (*@p out set), through @p bulk,
+ * unless they take more than an eighth of its room (remembered in big) or
+ * it has no room left (then bt_full: the next reader's start drops the
+ * stale terms). */
+static int bt_read(idx_dict_cache *d, kv_txn *txn, uint32_t seg,
+                   uint32_t ord, uint32_t nblocks, kv_bulk *bulk,
+                   bterm **out, kv_err *err)
 {
-    idx_dict_cache *d = sc->dict;
     size_t limit = d->bt_max / 8;
     if (d->bt_bytes + limit > d->bt_max) {
         d->bt_full = true;
@@ -1092,28 +1111,28 @@ static int bt_fill(segcur *sc, kv_err *err)
     }
     /* Blocks hold up to IDX_BLOCK_BYTES, most more than half that: a term
      * of more blocks than fit at half is too big, without reading it. */
-    if ((uint64_t)sc->e.nblocks * (IDX_BLOCK_BYTES / 2) > limit) {
-        bt_ring_add(d->big, &d->big_at, bt_key(sc->seg, sc->ord));
+    if ((uint64_t)nblocks * (IDX_BLOCK_BYTES / 2) > limit) {
+        bt_ring_add(d->big, &d->big_at, bt_key(seg, ord));
         return KVFTS_OK;
     }
     bterm *b = kv_calloc(1, sizeof *b);
     kv_cursor *c = NULL;
     unsigned char key[13];
-    idx_key_block(key, sc->seg, sc->ord, 0);
+    idx_key_block(key, seg, ord, 0);
     uint32_t cap = 0;
-    int rc = b ? kv_cursor_open(&c, sc->txn, KV_POSTINGS, err)
+    int rc = b ? kv_cursor_open(&c, txn, KV_POSTINGS, err)
                : kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     bool more = !rc, big = false;
     for (bool first = true; more && !rc; first = false) {
         rc = kv_cursor_bulk(c, first ? key : NULL, first ? sizeof key : 0,
-                            &sc->bulk, err);
+                            bulk, err);
         if (rc == KVFTS_ITEROVER) {
             rc = KVFTS_OK;
             break;
         }
         const char *k, *v;
         size_t kl, vl;
-        while (!rc && more && kv_bulk_next(&sc->bulk, &k, &kl, &v, &vl)) {
+        while (!rc && more && kv_bulk_next(bulk, &k, &kl, &v, &vl)) {
             if (kl != 13 || memcmp(k, key, 9) != 0) {
                 more = false;               /* another term's */
                 break;
@@ -1134,24 +1153,34 @@ static int bt_fill(segcur *sc, kv_err *err)
         }
     }
     kv_cursor_close(c);
-    sc->bulk.it = NULL;
+    bulk->it = NULL;
     if (!rc && b && b->n && !big) {
         b->at[0] = 0;
-        b->seg = sc->seg;
-        b->ord = sc->ord;
+        b->seg = seg;
+        b->ord = ord;
         rc = idx__grow(&d->bt, &d->btcap, (uint64_t)d->nbt + 1,
                        sizeof *d->bt, err);
         if (!rc) {
-            d->bt[d->nbt++] = b;
+            uint32_t at = bt_lower_key(d, seg, ord);
+            memmove(d->bt + at + 1, d->bt + at,
+                    (size_t)(d->nbt - at) * sizeof *d->bt);
+            d->bt[at] = b;
+            d->nbt++;
             d->bt_bytes += bterm_bytes(b);
-            sc->bt = b;
+            *out = b;
             return KVFTS_OK;
         }
     }
     if (big)
-        bt_ring_add(d->big, &d->big_at, bt_key(sc->seg, sc->ord));
+        bt_ring_add(d->big, &d->big_at, bt_key(seg, ord));
     bterm_free(b);
     return rc;
+}
+
+static int bt_fill(segcur *sc, kv_err *err)
+{
+    return bt_read(sc->dict, sc->txn, sc->seg, sc->ord, sc->e.nblocks,
+                   &sc->bulk, &sc->bt, err);
 }
 
 static int segcur_start(segcur *sc, kv_err *err)
@@ -2092,6 +2121,7 @@ typedef struct prefix_ctx {
     selector s;
     idx_block blk;
     kv_cursor *bc;         /* external blocks */
+    kv_bulk bulk;          /* for reading a term's blocks whole */
     ppost *pp, *tmp;       /* a term's postings and deletions, as runs */
     uint32_t npp, ppcap, tmpcap;
     uint32_t *runs;        /* where each run of pp ends */
@@ -2182,6 +2212,30 @@ static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
         return rc ? rc : block_postings(c, e, filter, d->rank, fn, payload,
                                         term, df, collect, err);
     }
+    /* From the handle's cache of terms' blocks where it has them; a walk
+     * reads them all, so the term is a candidate (bt_note) */
+    idx_dict_cache *dc = c->r->dict;
+    bterm *bt = dc ? bt_find(dc, d->seg, d->it.ord) : NULL;
+    if (dc && !bt && bt_admit(dc, d->seg, d->it.ord) &&
+        (rc = bt_read(dc, c->r->txn, d->seg, d->it.ord, e->nblocks, &c->bulk,
+                      &bt, err)))
+        return rc;
+    if (bt) {
+        bt->used = dc->readers;
+        for (uint32_t i = 0; !rc && i < bt->n; i++) {
+            const char *k = bt->buf.data + bt->at[i];
+            rc = idx_block_decode(&c->blk,
+                                  kv_get_be32((const unsigned char *)k + 9),
+                                  k + 13, bt->at[i + 1] - bt->at[i] - 13,
+                                  e->ncols, IDX_DEC_IDS, err);
+            if (!rc)
+                rc = block_postings(c, e, filter, d->rank, fn, payload, term,
+                                    df, collect, err);
+        }
+        return rc;
+    }
+    if (dc)
+        bt_note(dc, d->seg, d->it.ord, e->nblocks, e->nblocks);
     if (!c->bc && (rc = kv_cursor_open(&c->bc, c->r->txn, KV_POSTINGS, err)))
         return rc;
     unsigned char key[13];
@@ -2346,6 +2400,7 @@ int idx_prefix_postings(idx_reader *r, const char *field, size_t flen,
     dicts_free(&ds);
     idx_block_free(&c.blk);
     kv_cursor_close(c.bc);
+    kv_bulk_free(&c.bulk);
     kv_free(c.pp);
     kv_free(c.tmp);
     kv_free(c.runs);

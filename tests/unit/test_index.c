@@ -1603,12 +1603,21 @@ static void test_lens_reader(void **state)
 
 /* ---- the handle's cache of terms' blocks ---------------------------------- */
 
+static int count_posting(void *payload, uint32_t term, uint64_t df,
+                         uint32_t docid, uint32_t tf)
+{
+    (void)term, (void)df, (void)docid, (void)tf;
+    ++*(uint64_t *)payload;
+    return 0;
+}
+
 /* A rare term ANDed with a common one, walked by readers that share a
  * dictionary cache: the walk seeks a few of the common term's blocks (1 in
  * 8 here), and from the third reader on they all come from the cache
  * (bt_note, bt_admit: a walk reading a sixteenth of them or more makes the
  * term a candidate, the next walk reads it whole), and the answers stay
- * the same.  A rare term that reads 1 in 313 leaves them where they are. */
+ * the same.  A rare term that reads 1 in 313 leaves them where they are.
+ * A prefix's walk reads them through the cache too. */
 static void test_block_cache_admission(void **state)
 {
     fx *f = *state;
@@ -1665,6 +1674,26 @@ static void test_block_cache_admission(void **state)
                      "bytes)", held[0], held[4]);
         assert_int_equal(held[4], held[2]);     /* kept, not read again */
     }
+    idx_dict_cache_free(d);
+    /* A prefix's expansion reads its terms' blocks whole: from the second
+     * walk on, through a fresh cache, they are the cache's to read. */
+    assert_int_equal(idx_dict_cache_new(&d, 8u << 20, &err), 0);
+    size_t held[4];
+    for (int round = 0; round < 4; round++) {
+        idx_reader *r;
+        assert_int_equal(idx_reader_open_dict(&r, t, d, &err), 0);
+        uint64_t n = 0;
+        assert_int_equal(idx_prefix_postings(r, S("_all"), S("comm"), 100,
+                                             false, count_posting, &n, &err),
+                         0);
+        assert_int_equal(n, ndocs);
+        idx_reader_close(r);
+        held[round] = idx_dict_cache_bytes(d);
+    }
+    if (held[3] < held[0] + 40000)
+        fail_msg("comm*: the cache holds %zu bytes after the first walk "
+                 "and %zu after the fourth", held[0], held[3]);
+    assert_int_equal(held[3], held[2]);
     idx_dict_cache_free(d);
     kv_txn_abort(t);
     kv_env_close(env);
