@@ -344,6 +344,36 @@ void idx_block_init(idx_block *b)
     idx_plist_init(&b->l);
 }
 
+void idx_block_recycle(idx_block *b)
+{
+    idx_block k = *b;
+    idx_block_init(b);
+    b->l.ids = k.l.ids;
+    b->l.vstart = k.l.vstart;
+    b->l.vcol = k.l.vcol;
+    b->l.vtf = k.l.vtf;
+    b->l.poff = k.l.poff;
+    b->l.pos = k.l.pos;
+    b->l.cap = k.l.cap;
+    b->l.vcap = k.l.vcap;
+    b->l.pcap = k.l.pcap;
+    b->tmp = k.tmp;
+    b->tmpcap = k.tmpcap;
+    b->scratch = k.scratch;
+    b->scap = k.scap;
+    b->pconv = k.pconv;
+    b->pccap = k.pccap;
+    b->first = k.first;
+    b->fcap = k.fcap;
+}
+
+size_t idx_block_bytes(const idx_block *b)
+{
+    return (size_t)b->l.cap * 8 + (size_t)b->l.vcap * 12 +
+           (size_t)b->l.pcap * 4 + b->tmpcap + (size_t)b->scap * 4 +
+           b->pccap + b->fcap;
+}
+
 void idx_block_free(idx_block *b)
 {
     idx_plist_free(&b->l);

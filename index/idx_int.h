@@ -162,6 +162,10 @@ typedef struct idx_block {
 
 void idx_block_init(idx_block *b);
 void idx_block_free(idx_block *b);
+/** As a new block, its buffers kept for the next use. */
+void idx_block_recycle(idx_block *b);
+/** The bytes its buffers hold. */
+size_t idx_block_bytes(const idx_block *b);
 /** The span (last id - first id), max_tf and column mask of a stored
  *  block from its header alone; false if the header is damaged. */
 bool idx_block_peek(const char *buf, size_t len, uint32_t *span,
