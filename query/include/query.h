@@ -93,6 +93,10 @@ int qry_node_dump(const qry_node *n, kv_buf *out, kv_err *err);
  *  terms' blocks whole (idx_postings_block), since the process began. */
 uint64_t qry_test_phrase_block_rounds(void);
 
+/** Test hook: NOT counts taken as the positive term's count less what it
+ *  shares with the (much smaller) negative kid, since the process began. */
+uint64_t qry_test_not_subtracted(void);
+
 /** Test hook: postings cursors of terms and phrases searches have opened,
  *  since the process began (a word repeated in a phrase, an AND or an OR
  *  opens one). */

@@ -918,10 +918,12 @@ static void test_reference(void **state)
  * prunes): the same keys with the same scores, bit for bit. */
 
 #define TK_VOCAB 20
-static const char *const tk_vocab[TK_VOCAB] = {
+#define TK_RARE 20                 /* "zulu": the first word of 1 title in
+                                      40, never drawn by tk_word */
+static const char *const tk_vocab[TK_VOCAB + 1] = {
     "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
     "hotel", "india", "juliet", "kilo", "lima", "mike", "november",
-    "oscar", "papa", "quebec", "romeo", "sierra", "tango"
+    "oscar", "papa", "quebec", "romeo", "sierra", "tango", "zulu"
 };
 
 typedef struct tkdoc {
@@ -947,7 +949,8 @@ static void tk_make(tkdoc *d, char *json, size_t cap)
         if (f)
             n += (size_t)snprintf(json + n, cap - n, "\",\"body\":\"");
         for (int i = 0; i < d->nw[f]; i++) {
-            d->w[f][i] = tk_word();
+            d->w[f][i] = f == 0 && i == 0 && rnd(40) == 0 ? TK_RARE
+                                                        : tk_word();
             n += (size_t)snprintf(json + n, cap - n, "%s%s", i ? " " : "",
                                   tk_vocab[d->w[f][i]]);
         }
@@ -985,7 +988,8 @@ typedef struct tkq {
     int kind;                      /* 0 term, 1 body:term, 2 OR, 3 AND,
                                       4 AND NOT, 5 phrase, 6 body:phrase,
                                       7 "a b a", 8 "a a" (a word repeated:
-                                      one cursor for both) */
+                                      one cursor for both), 9 a -(b OR c),
+                                      10 a -body:b, 11 a -title:b */
     int a, b, c;
 } tkq;
 
@@ -1001,13 +1005,17 @@ static bool tk_match(const tkdoc *d, const tkq *q)
     case 5: return tk_phrase(d, -1, (int[]){ q->a, q->b }, 2);
     case 6: return tk_phrase(d, 1, (int[]){ q->a, q->b }, 2);
     case 7: return tk_phrase(d, -1, (int[]){ q->a, q->b, q->a }, 3);
-    default: return tk_phrase(d, -1, (int[]){ q->a, q->a }, 2);
+    case 8: return tk_phrase(d, -1, (int[]){ q->a, q->a }, 2);
+    case 9: return tk_has(d, -1, q->a) && !tk_has(d, -1, q->b) &&
+                   !tk_has(d, -1, q->c);
+    case 10: return tk_has(d, -1, q->a) && !tk_has(d, 1, q->b);
+    default: return tk_has(d, -1, q->a) && !tk_has(d, 0, q->b);
     }
 }
 
 static void tk_query(tkq *q)
 {
-    q->kind = (int)rnd(9);
+    q->kind = (int)rnd(11);
     q->a = rnd(2) ? (int)rnd(4) : tk_word();
     q->b = tk_word();
     q->c = tk_word();
@@ -1024,7 +1032,10 @@ static void tk_query(tkq *q)
         break;
     case 7: snprintf(q->text, sizeof q->text, "\"%s %s %s\"", a, b, a);
         break;
-    default: snprintf(q->text, sizeof q->text, "\"%s %s\"", a, a); break;
+    case 8: snprintf(q->text, sizeof q->text, "\"%s %s\"", a, a); break;
+    case 9: snprintf(q->text, sizeof q->text, "%s -(%s OR %s)", a, b, c);
+        break;
+    default: snprintf(q->text, sizeof q->text, "%s -body:%s", a, b); break;
     }
 }
 
@@ -1032,7 +1043,7 @@ static void tk_query(tkq *q)
 static void tk_phrase_query(tkq *q)
 {
     tk_query(q);
-    if (q->kind < 5) {      /* a phrase of the query's words */
+    if (q->kind < 5 || q->kind > 8) {   /* a phrase of the query's words */
         q->kind = 5 + (int)rnd(2);
         snprintf(q->text, sizeof q->text, "%s\"%s %s\"",
                  q->kind == 6 ? "body:" : "", tk_vocab[q->a],
@@ -1096,6 +1107,23 @@ static void tk_check(fx *f, const tkdoc *docs, size_t n, const tkq *q)
     free(scores);
 }
 
+/* A NOT of a common word and a rare one is counted as the word's count
+ * less what the two share (and_count), and equals the brute force. */
+static void tk_check_nots(fx *f, const tkdoc *docs, size_t n)
+{
+    static const tkq nots[] = {
+        { "alpha -zulu", 4, 0, TK_RARE, 0 },
+        { "alpha -(zulu OR zulu)", 9, 0, TK_RARE, TK_RARE },
+        { "bravo -title:zulu", 11, 1, TK_RARE, 0 },
+    };
+    for (size_t i = 0; i < sizeof nots / sizeof *nots; i++) {
+        uint64_t before = qry_test_not_subtracted();
+        tk_check(f, docs, n, &nots[i]);
+        if (qry_test_not_subtracted() == before)
+            fail_msg("'%s' was not counted by subtraction", nots[i].text);
+    }
+}
+
 static void test_topk_counts(void **state)
 {
     (void)state;
@@ -1117,10 +1145,13 @@ static void test_topk_counts(void **state)
         kvfts_batch_free(b);
     }
     tkq q;
+    uint64_t subtracted = qry_test_not_subtracted();
     for (int i = 0; i < 40; i++) {
         tk_query(&q);
         tk_check(&f, docs, n, &q);
     }
+    tk_check_nots(&f, docs, n);
+    assert_true(qry_test_not_subtracted() > subtracted);
     /* One segment: a phrase count checks its dense candidates from whole
      * blocks (qry_test_phrase_block_rounds), not posting by posting. */
     assert_int_equal(kvfts_optimize(f.db, NULL, NULL), 0);
@@ -1239,6 +1270,7 @@ static void test_topk_counts(void **state)
         tk_query(&q);
         tk_check(&f, docs, n, &q);
     }
+    tk_check_nots(&f, docs, n);     /* over deletions in newer segments */
     /* Phrases over those segments, counted from whole blocks too, where a
      * term's candidates are cut to its live ids by its run, or by its
      * block where nothing newer deletes (idx_postings_plain). */
