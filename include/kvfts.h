@@ -372,6 +372,8 @@ typedef struct kvfts_stats {
     uint64_t skipped_tokens;/* tokens over 128 bytes left out, cumulative */
     uint64_t segments;      /* index segments (kvfts_optimize() makes 1) */
     bool merging;           /* a merge of segments is under way */
+    uint64_t field_list_postings; /* postings of the "field_lists" fields'
+                               own lists (not in terms and postings) */
 } kvfts_stats;
 
 KVFTS_EXTERN(int) kvfts_get_stats(kvfts_stats *out, kvfts_db *db);

@@ -143,6 +143,7 @@ static void dterms_free(idx_dterms *d)
     kv_free(d->vcol);
     kv_free(d->vtf);
     kv_free(d->vpos);
+    kv_free(d->vlist);
     kv_free(d->occ_v);
     kv_free(d->occ_p);
     kv_free(d->pos);
@@ -171,6 +172,12 @@ static int field_lf(idx_shard *s, const char *name, size_t len, uint32_t *lf,
     return KVFTS_OK;
 }
 
+static int add_view(idx_dterms *d, const char *term, size_t tlen,
+                    uint32_t col, uint32_t pos, bool list);
+
+/* A term of a document: its view (the field's, or `_all`'s), and a term of
+ * a field in "field_lists" the view of its field list's term too
+ * (TOK_LIST_MARK + the term), at the same position. */
 static int on_term(void *payload, const tok_term *t)
 {
     idx_dterms *d = payload;
@@ -187,11 +194,29 @@ static int on_term(void *payload, const tok_term *t)
     if (rc)
         return rc;
     unsigned kinds = is_all ? 2u : t->dual ? 3u : 1u;
-    if (t->term_len == 0 || memchr(t->term, 0, t->term_len))
-        return KVFTS_OK;     /* a NUL-bearing keyword value is not indexed */
+    if (t->term_len == 0 || memchr(t->term, 0, t->term_len) ||
+        t->term[0] == TOK_LIST_MARK)
+        return KVFTS_OK;     /* a NUL-bearing keyword value is not indexed,
+                                nor one in field lists' term space */
+    rc = add_view(d, t->term, t->term_len, lf << 2 | kinds, t->pos, false);
+    if (rc || is_all || !t->listed)
+        return rc;
+    char lt[TOK_MAX_TERM + 1];
+    if (t->term_len > TOK_MAX_TERM)
+        return kv_seterr(err, KVFTS_ERROR, "a term of %zu bytes",
+                         t->term_len);
+    lt[0] = TOK_LIST_MARK;
+    memcpy(lt + 1, t->term, t->term_len);
+    return add_view(d, lt, t->term_len + 1, lf << 2 | 1u, t->pos, true);
+}
+
+static int add_view(idx_dterms *d, const char *term, size_t tlen,
+                    uint32_t col, uint32_t pos, bool list)
+{
+    kv_err *err = d->err;
     uint32_t e;
     bool added;
-    rc = idx__strtab_put(&d->terms, t->term, t->term_len, &e, &added, err);
+    int rc = idx__strtab_put(&d->terms, term, tlen, &e, &added, err);
     if (rc)
         return rc;
     if (added) {
@@ -199,7 +224,7 @@ static int on_term(void *payload, const tok_term *t)
             return rc;
         d->vhead[e] = NONE;
     }
-    uint32_t col = lf << 2 | kinds, v;
+    uint32_t v;
     for (v = d->vhead[e]; v != NONE && d->vcol[v] != col; v = d->vnext[v])
         ;
     if (v == NONE) {
@@ -216,9 +241,13 @@ static int on_term(void *payload, const tok_term *t)
         c = d->vcap;
         if ((rc = idx__grow(&d->vpos, &c, (uint64_t)v + 1, 4, err)))
             return rc;
+        c = d->vcap;
+        if ((rc = idx__grow(&d->vlist, &c, (uint64_t)v + 1, 1, err)))
+            return rc;
         d->vcap = c;
         d->nview++;
         d->vcol[v] = col;
+        d->vlist[v] = list;
         d->vtf[v] = 0;
         d->vnext[v] = d->vhead[e];
         d->vhead[e] = v;
@@ -232,7 +261,7 @@ static int on_term(void *payload, const tok_term *t)
         return rc;
     d->ocap = c;
     d->occ_v[d->nocc] = v;
-    d->occ_p[d->nocc] = t->pos;
+    d->occ_p[d->nocc] = pos;
     d->nocc++;
     return KVFTS_OK;
 }
@@ -283,6 +312,8 @@ static int dterms_build(idx_shard *s, idx_dterms *d, const char *json,
         memset(d->flen + old, 0, (size_t)(d->fcap - old) * 4);
     }
     for (uint32_t v = 0; v < d->nview; v++) {
+        if (d->vlist[v])
+            continue;        /* its field's own view counts the term */
         uint32_t f[2] = { d->vcol[v] >> 2, s->lf_all };
         for (int k = 0; k < 2; k++) {
             if (!(d->vcol[v] & (1u << k)))

@@ -33,6 +33,9 @@
 /** A term's postings are kept inline in its entry up to this many bytes
  *  (and one block); longer lists go to block records. */
 #define IDX_INLINE_MAX 512
+/** The longest term: an analyzed one, or a field list's (TOK_LIST_MARK +
+ *  an analyzed one). */
+#define IDX_TERM_MAX (TOK_MAX_TERM + 1)
 #define IDX_FIELD_PREFIX "field::"
 #define IDX_LENS_GEN "lensgen"      /* sequence meta "seq::lensgen" */
 #define IDX_SEG_SEQ "seg"           /* sequence segs "seq::seg" */
@@ -523,6 +526,8 @@ typedef struct idx_dterms {
     /* views, linked per entry */
     uint32_t nview, vcap;
     uint32_t *vnext, *vcol, *vtf, *vpos;  /* vpos: first of its positions */
+    uint8_t *vlist;        /* a field list's view (its term TOK_LIST_MARK +
+                              a term of the field): no length of its own */
     /* occurrences before grouping: (view, position) */
     uint32_t nocc, ocap;
     uint32_t *occ_v, *occ_p;

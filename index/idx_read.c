@@ -2112,7 +2112,10 @@ int idx_terms_scan(idx_reader *r, const char *field, size_t flen,
                            "deletions than postings", (int)t.len, t.data);
             break;
         }
-        if (df > del) {
+        /* field lists' terms only when asked for (the prefix is one) */
+        bool list = t.len && t.data[0] == TOK_LIST_MARK &&
+                    !(plen && prefix[0] == TOK_LIST_MARK);
+        if (df > del && !list) {
             idx_term_info info = { df - del, positions };
             rc = fn(payload, t.data, t.len, &info);
             if (rc)
@@ -3014,7 +3017,9 @@ int idx_get_stats(kv_txn *txn, idx_stats *out, kv_err *err)
             del += d->e.ndel;
             out->blocks += d->e.nblocks;
         }
-        if (docs > del) {
+        if (docs > del && t.len && t.data[0] == TOK_LIST_MARK) {
+            out->list_postings += docs - del;
+        } else if (docs > del) {
             out->terms++;
             out->postings += docs - del;
         }

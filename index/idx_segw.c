@@ -793,8 +793,8 @@ static int range_write(flushp *f, range *r, kv_txn *txn, kv_err *err)
             break;
         idx_plist_reset(&t.merged, f->positions);
         idx_dels_reset(&t.mdels);
-        char tb[TOK_MAX_TERM + 1];
-        size_t tl = bl <= TOK_MAX_TERM ? bl : TOK_MAX_TERM;
+        char tb[IDX_TERM_MAX + 1];
+        size_t tl = bl <= IDX_TERM_MAX ? bl : IDX_TERM_MAX;
         memcpy(tb, best, tl);
         for (uint32_t s = 0; !rc && s < f->n; s++) {
             uint32_t l;

@@ -573,6 +573,7 @@ static int stats_fn(kv_txn *txn, void *payload, kv_err *err)
         s->fields = is.fields;
         s->skipped_tokens = is.skipped_tokens;
         s->segments = is.segments;
+        s->field_list_postings = is.list_postings;
     }
     idx_merge_stats ms;
     if (!rc)

@@ -1843,16 +1843,17 @@ static int bound_reached(qry_ctx *cx, const qry_node *n, int cut,
         return KVFTS_OK;
     }
     int rc;
+    const char *word = n->terms[0] + (n->terms[0][0] == TOK_LIST_MARK);
     if (cut == CUT_TIME)
         rc = kv_seterr(err, KVFTS_ELIMIT, "query: prefix '%s*' at %zu: its "
                        "expansion reached the time limit of the search "
-                       "after %llu postings of field '%s'", n->terms[0],
+                       "after %llu postings of field '%s'", word,
                        n->pos, (unsigned long long)postings, n->field);
     else
         rc = kv_seterr(err, KVFTS_ELIMIT, "query: prefix '%s*' at %zu: its "
                        "expansion in field '%s' holds documents past the "
                        "memory limit of the search (a byte per document, "
-                       "%zu bytes)", n->terms[0], n->pos, n->field,
+                       "%zu bytes)", word, n->pos, n->field,
                        cx->mem_limit);
     err->pos = (long long)n->pos;
     return rc;

@@ -245,18 +245,27 @@ static int node_add_kid(parser *p, qry_node *n, qry_node *kid)
     return KVFTS_OK;
 }
 
+/* 1 when field (field, flen) is in "field_lists": its leaves' terms are
+ * those of its own lists (TOK_LIST_MARK + the term), else 0. */
+static size_t list_mark(const parser *p, const char *field, size_t flen)
+{
+    return tok_analysis_listed(p->an, field, flen) ? 1 : 0;
+}
+
 /* A leaf with field and count terms (from the analysis scratch), in one
  * allocation: the node, then its terms' pointers, lengths and offsets,
  * then its field's and terms' bytes (a search parses a leaf per word: six
- * allocations each were a sixth of a one-term count). */
+ * allocations each were a sixth of a one-term count).  The terms of a
+ * field in "field_lists" are its list's: TOK_LIST_MARK + the term. */
 static qry_node *leaf_new(parser *p, qry_kind kind, size_t pos,
                           const char *field, size_t flen, size_t from,
                           size_t count)
 {
+    size_t mark = list_mark(p, field, flen);
     size_t extra = count * (sizeof(char *) + sizeof(size_t) +
                             sizeof(uint32_t)) + flen + 1;
     for (size_t i = 0; i < count; i++)
-        extra += p->at_terms[from + i].len + 1;
+        extra += mark + p->at_terms[from + i].len + 1;
     qry_node *n = node_new_extra(p, kind, pos, extra);
     if (!n)
         return NULL;
@@ -271,9 +280,11 @@ static qry_node *leaf_new(parser *p, qry_kind kind, size_t pos,
     for (size_t i = 0; i < count; i++) {
         const struct aterm *a = &p->at_terms[from + i];
         n->terms[i] = c;
-        memcpy(c, p->abuf.data + a->off, a->len);
-        c += a->len + 1;
-        n->tlens[i] = a->len;
+        if (mark)
+            c[0] = TOK_LIST_MARK;
+        memcpy(c + mark, p->abuf.data + a->off, a->len);
+        c += mark + a->len + 1;
+        n->tlens[i] = mark + a->len;
         n->offs[i] = a->pos - p->at_terms[from].pos;
     }
     n->nterms = count;
@@ -453,8 +464,9 @@ static int analyze_leaf(parser *p, const qtoken *t, const char *field,
             qry_node_free(n);
             return rc;
         }
-        bool same = n->kind == QRY_TERM && n->tlens[0] == kl &&
-                    memcmp(n->terms[0], kw, kl) == 0;
+        size_t mark = list_mark(p, field, flen);
+        bool same = n->kind == QRY_TERM && n->tlens[0] == mark + kl &&
+                    memcmp(n->terms[0] + mark, kw, kl) == 0;
         if (!same && kl > 0 && kl <= TOK_MAX_TERM) {
             size_t from = p->nat;
             qry_node *o = node_new(p, QRY_OR, t->pos), *k = NULL;

@@ -41,6 +41,7 @@ typedef struct field_ent {
     size_t len;
     uint64_t hash;
     tok_tokenizer *tok;      /* NULL: not indexed (excluded or none) */
+    bool listed;             /* in "field_lists" */
     uint32_t gen;            /* document the counters below belong to */
     uint32_t next;           /* first position not used yet */
     bool started;            /* a value of this field used a position */
@@ -64,6 +65,8 @@ struct tok_analysis {
     size_t nfields;
     char **exclude;          /* excluded paths (with their subtrees) */
     size_t nexclude;
+    char **lists;            /* "field_lists": fields with lists of their own */
+    size_t nlists;
     bool all, positions;
     field_ent *cache;        /* the field cache */
     size_t cache_cap;        /* power of two */
@@ -130,7 +133,7 @@ typedef struct cfg_parse {
     strlist deflt;           /* "default" (last one wins) */
     strlist star;            /* "fields"."*" */
     strlist fpath, fname;    /* "fields" entries */
-    strlist exclude, stop;
+    strlist exclude, stop, lists;
     int all, positions;      /* -1 unset */
 } cfg_parse;
 
@@ -174,6 +177,15 @@ static int cfg_leaf(void *payload, const char *path, size_t plen,
         return rc ? rc : strlist_add(k[0] == 'e' ? &c->exclude : &c->stop,
                                      v, vlen, err);
     }
+    if (key_is(k, kl, "field_lists")) {
+        rc = want(c, type, KV_JSON_STRING, path, plen);
+        if (!rc && (vlen == 0 || key_is(v, vlen, TOK_ALL_FIELD)))
+            rc = kv_seterr(err, KVFTS_EINVAL, "config \"analysis.field_lists"
+                           "\": \"%.*s\" is not a field path (\"" TOK_ALL_FIELD
+                           "\" is every field's)", (int)(vlen > 64 ? 64 : vlen),
+                           v);
+        return rc ? rc : strlist_add(&c->lists, v, vlen, err);
+    }
     if (key_is(k, kl, "fields"))
         return kv_seterr(err, KVFTS_EINVAL,
                          "config \"analysis.fields\": must be an object of "
@@ -201,7 +213,7 @@ static int cfg_leaf(void *payload, const char *path, size_t plen,
         first++;
     return kv_seterr(err, KVFTS_EINVAL, "config: unknown key "
                      "\"analysis.%.*s\" (valid: default, fields, exclude, "
-                     "all, positions, stopwords)",
+                     "all, positions, stopwords, field_lists)",
                      (int)(first > 64 ? 64 : first), k);
 }
 
@@ -213,6 +225,7 @@ static void cfg_parse_free(cfg_parse *c)
     strlist_free(&c->fname);
     strlist_free(&c->exclude);
     strlist_free(&c->stop);
+    strlist_free(&c->lists);
 }
 
 /* The tokenizer named @p name, created on first use. */
@@ -284,6 +297,10 @@ static int build(tok_analysis *a, cfg_parse *c, kv_err *err)
     a->nexclude = c->exclude.n;
     c->exclude.s = NULL;
     c->exclude.n = 0;
+    a->lists = c->lists.s;
+    a->nlists = c->lists.n;
+    c->lists.s = NULL;
+    c->lists.n = 0;
     for (size_t i = 0; i < a->ntoks; i++) {
         rc = tok_set_stopwords(a->toks[i], (const char *const *)c->stop.s,
                                c->stop.len, c->stop.n, err);
@@ -349,6 +366,9 @@ void tok_analysis_free(tok_analysis *a)
     for (size_t i = 0; i < a->nexclude; i++)
         kv_free(a->exclude[i]);
     kv_free(a->exclude);
+    for (size_t i = 0; i < a->nlists; i++)
+        kv_free(a->lists[i]);
+    kv_free(a->lists);
     if (a->cache)
         cache_clear(a);
     kv_free(a->cache);
@@ -421,9 +441,20 @@ static int field_get(tok_analysis *a, const char *path, size_t len,
     e->len = len;
     e->hash = h;
     e->tok = resolve(a, path, len);
+    e->listed = tok_analysis_listed(a, path, len);
     a->cache_count++;
     *out = e;
     return KVFTS_OK;
+}
+
+bool tok_analysis_listed(const tok_analysis *a, const char *field,
+                         size_t field_len)
+{
+    for (size_t i = 0; i < a->nlists; i++)
+        if (strlen(a->lists[i]) == field_len &&
+            memcmp(a->lists[i], field, field_len) == 0)
+            return true;
+    return false;
 }
 
 tok_tokenizer *tok_analysis_field(tok_analysis *a, const char *field,
@@ -500,7 +531,8 @@ static int emit_field(void *payload, const char *term, size_t len,
     tok_term t = { .field = c->f->path, .field_len = c->f->len, .term = term,
                    .term_len = len, .pos = pos, .start = start, .end = end,
                    .value = c->value, .value_len = c->value_len,
-                   .src = c->f->path, .src_len = c->f->len, .dual = c->dual };
+                   .src = c->f->path, .src_len = c->f->len, .dual = c->dual,
+                   .listed = c->f->listed };
     int rc = c->emit(c->payload, &t);
     if (rc || !c->dual)
         return rc;

@@ -552,10 +552,11 @@ int cmd_stats(int argc, char **argv)
                ",\"skipped_tokens\":%" PRIu64 ",\"counters\":%" PRIu64
                ",\"lookup_entries\":%" PRIu64 ",\"disk_bytes\":%" PRIu64
                ",\"log_bytes\":%" PRIu64 ",\"segments\":%" PRIu64
-               ",\"merging\":%s}\n", s.documents, s.terms,
-               s.postings, s.blocks, s.postings_bytes, s.fields,
-               s.skipped_tokens, s.counters, s.lookup_entries, s.disk_bytes,
-               s.log_bytes, s.segments, s.merging ? "true" : "false");
+               ",\"merging\":%s,\"field_list_postings\":%" PRIu64 "}\n",
+               s.documents, s.terms, s.postings, s.blocks, s.postings_bytes,
+               s.fields, s.skipped_tokens, s.counters, s.lookup_entries,
+               s.disk_bytes, s.log_bytes, s.segments,
+               s.merging ? "true" : "false", s.field_list_postings);
     kvfts_close(db);
     return code;
 }

@@ -281,7 +281,9 @@ const idx_term_info *idx_postings_info(const idx_postings *p);
  *  Non-zero stops the scan. */
 typedef int (*idx_term_fn)(void *payload, const char *term, size_t tlen,
                            const idx_term_info *info);
-/** Every term of @p field that starts with @p prefix (may be empty). */
+/** Every term of @p field that starts with @p prefix (may be empty); field
+ *  lists' terms (TOK_LIST_MARK + a term) only when the prefix begins with
+ *  the mark. */
 int idx_terms_scan(idx_reader *r, const char *field, size_t flen,
                    const char *prefix, size_t plen, idx_term_fn fn,
                    void *payload, kv_err *err);
@@ -355,6 +357,9 @@ typedef struct idx_stats {
     uint64_t fields;          /* fields with an id */
     uint64_t segments;        /* segments */
     uint64_t skipped_tokens;  /* tokens over TOK_MAX_TERM left out, ever */
+    uint64_t list_postings;   /* live postings of field lists' terms
+                                 (TOK_LIST_MARK + a term: not in terms
+                                 and postings) */
 } idx_stats;
 int idx_get_stats(kv_txn *txn, idx_stats *out, kv_err *err);
 

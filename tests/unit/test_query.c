@@ -1361,6 +1361,137 @@ static void test_topk_counts(void **state)
  * Ids 1-300 "alpha bravo", 301-500 "bravo" alone: both words' blocks end
  * after the 128th and 256th of ids 1-300, so rounds start at 129 and 257;
  * 121-140 then lose "bravo" in a second batch (a second segment). */
+/* ---- field lists ---------------------------------------------------------
+ *
+ * Two databases, the same documents, replaces and deletes, one with
+ * "field_lists" for both fields: every field-scoped query answers the same
+ * (count, and every hit of the exhaustive ranking with its score, bit for
+ * bit), and equals the brute force; the lists exist (their postings are
+ * counted apart, the terms and postings are the same), no term listing
+ * shows them, and kvfts_check() finds the index equal to a fresh
+ * analysis, the lists included. */
+
+static int count_term(void *payload, const char *term, size_t len,
+                      uint64_t count)
+{
+    (void)count;
+    if (len && term[0] == '\x01')
+        fail_msg("a field list's term listed: %.*s", (int)len, term);
+    ++*(uint64_t *)payload;
+    return 0;
+}
+
+/* Every hit of q in db, "key score" lines, and the total. */
+static char *all_hits(kvfts_db *db, const char *q, uint64_t *total)
+{
+    kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+    o.limit = 0;
+    o.keys_only = true;
+    kvfts_results *r;
+    if (kvfts_search(&r, db, S(q), &o))
+        fail_msg("'%s': %s", q, kvfts_errmsg(db));
+    *total = kvfts_results_total(r);
+    kv_buf out = KV_BUF_INIT;
+    kv_err e = KV_ERR_INIT;
+    const char *k;
+    double sc;
+    char line[80];
+    while (kvfts_results_next(r, &k, NULL, NULL, &sc) == KVFTS_OK) {
+        snprintf(line, sizeof line, "%s %.17g\n", k, sc);
+        assert_int_equal(kv_buf_append(&out, line, strlen(line), &e), 0);
+    }
+    kvfts_results_free(r);
+    assert_int_equal(kv_buf_append(&out, "", 0, &e), 0);
+    return out.data;
+}
+
+static void test_field_lists(void **state)
+{
+    (void)state;
+    fx f[2];
+    fx_open(&f[0], NULL);
+    fx_open(&f[1], "{\"analysis\":{\"field_lists\":[\"title\",\"body\"]}}");
+    size_t n = 1500;
+    tkdoc *docs = calloc(n, sizeof *docs);
+    char json[2048], key[32];
+    for (size_t i = 0; i < n; i++) {
+        tk_make(&docs[i], json, sizeof json);
+        snprintf(key, sizeof key, "k%04zu", i);
+        for (int d = 0; d < 2; d++)
+            put(&f[d], key, json);
+        if (i % 500 == 499)          /* segments of their own, merged */
+            for (int d = 0; d < 2; d++)
+                assert_int_equal(kvfts_optimize(f[d].db, NULL, NULL), 0);
+    }
+    for (int j = 0; j < 60; j++) {   /* deletes and replaces */
+        size_t i = rnd((uint32_t)n);
+        snprintf(key, sizeof key, "k%04zu", i);
+        if (docs[i].live)
+            for (int d = 0; d < 2; d++)
+                assert_int_equal(kvfts_del(f[d].db, S(key), 0), 0);
+        docs[i].live = false;
+        i = rnd((uint32_t)n);
+        tk_make(&docs[i], json, sizeof json);
+        snprintf(key, sizeof key, "k%04zu", i);
+        for (int d = 0; d < 2; d++)
+            put(&f[d], key, json);
+    }
+    char q[160];
+    for (int i = 0; i < 120; i++) {
+        const char *fl = rnd(2) ? "title" : "body";
+        const char *a = tk_vocab[rnd(2) ? rnd(4) : tk_word()];
+        const char *b = tk_vocab[tk_word()];
+        switch (rnd(7)) {
+        case 0: snprintf(q, sizeof q, "%s:%s", fl, a); break;
+        case 1: snprintf(q, sizeof q, "%s:%s %s", fl, a, b); break;
+        case 2: snprintf(q, sizeof q, "%s:(%s OR %s)", fl, a, b); break;
+        case 3: snprintf(q, sizeof q, "%s -%s:%s", a, fl, b); break;
+        case 4: snprintf(q, sizeof q, "%s:\"%s %s\"", fl, a, b); break;
+        case 5: snprintf(q, sizeof q, "%s:%.2s*", fl, a); break;
+        default: snprintf(q, sizeof q, "%s:%s title:%s", fl, a, b); break;
+        }
+        uint64_t t0, t1;
+        char *h0 = all_hits(f[0].db, q, &t0), *h1 = all_hits(f[1].db, q, &t1);
+        if (t0 != t1 || strcmp(h0, h1) != 0)
+            fail_msg("'%s': %llu hits without field lists, %llu with",
+                     q, (unsigned long long)t0, (unsigned long long)t1);
+        free(h0);
+        free(h1);
+    }
+    /* the brute force, through the field lists */
+    static const tkq fq[] = {
+        { "body:alpha", 1, 0, 0, 0 },
+        { "body:\"alpha bravo\"", 6, 0, 1, 0 },
+        { "alpha -title:zulu", 11, 0, TK_RARE, 0 },
+    };
+    for (size_t i = 0; i < sizeof fq / sizeof *fq; i++)
+        tk_check(&f[1], docs, n, &fq[i]);
+    kvfts_stats st[2];
+    for (int d = 0; d < 2; d++)
+        assert_int_equal(kvfts_get_stats(&st[d], f[d].db), 0);
+    assert_int_equal(st[0].terms, st[1].terms);
+    assert_int_equal(st[0].postings, st[1].postings);
+    assert_int_equal(st[0].field_list_postings, 0);
+    assert_true(st[1].field_list_postings > 0);
+    for (int d = 0; d < 2; d++) {
+        uint64_t nt = 0;
+        assert_int_equal(kvfts_term_list(f[d].db, S("title"), "", 0,
+                                         count_term, &nt), 0);
+        assert_true(nt > 0);
+        uint64_t diffs = 1;
+        assert_int_equal(kvfts_check(&diffs, f[d].db, NULL, NULL), 0);
+        assert_int_equal(diffs, 0);
+    }
+    /* A bad list: "_all" is every field's. */
+    assert_int_equal(kvfts_set_config(f[0].db, S("{\"analysis\":{"
+                                      "\"field_lists\":[\"_all\"]}}")),
+                     KVFTS_EINVAL);
+    assert_non_null(strstr(kvfts_errmsg(f[0].db), "field_lists"));
+    free(docs);
+    for (int d = 0; d < 2; d++)
+        fx_close(&f[d]);
+}
+
 static void test_phrase_after_deletion(void **state)
 {
     (void)state;
@@ -2353,6 +2484,7 @@ int main(void)
         cmocka_unit_test(test_seeds),
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_topk_counts),
+        cmocka_unit_test(test_field_lists),
         cmocka_unit_test(test_phrase_after_deletion),
         cmocka_unit_test(test_paging_sort_count),
         cmocka_unit_test(test_prefix_cap),

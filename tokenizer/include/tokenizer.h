@@ -36,12 +36,19 @@
  *                                        "address.city")
  *      "all":       true,                also index strings under "_all"
  *      "positions": true,                store positions (for phrases)
- *      "stopwords": ["the", "a"]         removed by text analyzers
+ *      "stopwords": ["the", "a"],        removed by text analyzers
+ *      "field_lists": ["title"]          fields whose terms also get a
+ *                                        posting list of their own
  *   }}
  *
  *  - Analyzer names: "standard", "keyword", "none", and every Snowball
  *    language of sb_stemmer_list() ("english", "french", "porter", ...).
  *    An unknown name is KVFTS_EINVAL with a message listing the valid names.
+ *  - "field_lists" names exact dotted paths (not "_all").  A term of such a
+ *    field is also indexed as TOK_LIST_MARK + the term, with the field's
+ *    view alone: a field-scoped search reads that list, not the term's
+ *    whole list filtered by field (the index module does both; the
+ *    field's lengths count the term once).
  *  - "fields" keys are exact dotted paths ("address.city"); array elements
  *    use the array's path ("tags").  A nested form {"address": {"city":
  *    "english"}} means the same.  "*" sets the default (and must agree with
@@ -87,6 +94,10 @@
 /** Longest term, in bytes after normalization; longer tokens are skipped and
  *  counted in tok_stats.too_long. */
 #define TOK_MAX_TERM 128
+
+/** First byte of a field list's term (tok_analysis_listed): no analyzed
+ *  term begins with it (a keyword value that does is not indexed). */
+#define TOK_LIST_MARK '\x01'
 
 /** Position distance between two values of the same field. */
 #define TOK_VALUE_GAP 100
@@ -207,6 +218,8 @@ typedef struct tok_term {
     bool dual;             /* the field's analyzer is `_all`'s: this term is
                               emitted under the field and then, at the same
                               position, under "_all" */
+    bool listed;           /* the field is in "field_lists" (never for
+                              "_all" terms) */
 } tok_term;
 
 /** Non-zero return stops the walk; tok_analysis_run_doc() returns it. */
@@ -253,6 +266,10 @@ tok_tokenizer *tok_analysis_field(tok_analysis *a, const char *field,
                                   size_t field_len);
 
 bool tok_analysis_positions(const tok_analysis *a);   /* "positions" */
+/** True when @p field is in "field_lists": its terms also have a list of
+ *  their own, TOK_LIST_MARK + the term, whose views are the field's. */
+bool tok_analysis_listed(const tok_analysis *a, const char *field,
+                         size_t field_len);
 bool tok_analysis_all(const tok_analysis *a);         /* "all" */
 
 /** Sum of the counters of every analyzer of @p a. */
