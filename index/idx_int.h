@@ -127,7 +127,7 @@ enum { IDX_DEC_IDS = 0, IDX_DEC_VIEWS = 1, IDX_DEC_POS = 2 };
 #define IDX_BLOCK_WHOLE 16
 
 /** A decoded block: a plist plus the state of a lazy decode. */
-typedef struct idx_block {
+typedef struct idx_block {   /* its buffers: see idx_block_recycle() */
     idx_plist l;
     uint32_t max_tf;       /* largest sum of a document's view tfs */
     uint64_t colmask;      /* bit c & 63 for each column index c present
@@ -165,7 +165,8 @@ typedef struct idx_block {
 
 void idx_block_init(idx_block *b);
 void idx_block_free(idx_block *b);
-/** As a new block, its buffers kept for the next use. */
+/** As a new block, its buffers kept for the next use (a buffer added to
+ *  idx_block must be named there, or a recycled block drops it). */
 void idx_block_recycle(idx_block *b);
 /** The bytes its buffers hold. */
 size_t idx_block_bytes(const idx_block *b);
