@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e.index: the inverted index through the command -- the seeds' example,
-# term/terms/get fts::, stats, check, reindex after a config change, and a
-# load whose index equals a reindex of the same documents.
+# term/terms/get fts::, stats, check, reindex after a config change, a
+# load whose index equals a reindex of the same documents, and the same
+# load with field lists answering as it does.
 source "$(dirname "$0")/lib.sh"
 
 new_db seed
@@ -70,6 +71,39 @@ for t in alpha mu w1 w2999; do
         fail "fts::body::$t differs after reindex"
     pass
 done
+expect_exit 0 kv check
+expect_stdout_contains '"ok":true'
+
+# Field lists: the same corpus loaded with body's own lists answers every
+# body-scoped search as the database without them does (keys and scores),
+# after a delete too, lists none of their terms, counts their postings
+# apart, and checks clean.
+cat >"$T_DIR/lists.json" <<'JSON'
+{"analysis": {"field_lists": ["body"]}}
+JSON
+new_db lists --config "$T_DIR/lists.json"
+expect_exit 0 kv load "$T_DIR/corpus.jsonl" --id-field id --mem 1 --quiet
+expect_stdout_contains '"loaded":3000,'
+expect_exit 0 kv del d17             # in both: the statistics stay equal
+KVFTS_DB="$T_DIR/corpus" kv del d17 >/dev/null || fail "del d17 without lists"
+for q in 'body:alpha' 'body:alpha body:mu' 'body:(beta OR w42)' 'body:"alpha beta"' \
+         'body:al*' 'body:w1*' 'gamma -body:delta' 'body:kappa n:3'; do
+    KVFTS_DB="$T_DIR/corpus" kv search "$q" --limit 0 >"$T_DIR/without" 2>&1 ||
+        fail "search $q without lists"
+    kv search "$q" --limit 0 >"$T_DIR/with" 2>&1 || fail "search $q with lists"
+    [ -s "$T_DIR/with" ] || fail "search $q: no output"
+    cmp -s "$T_DIR/without" "$T_DIR/with" || fail "search $q: answers differ"
+    pass
+done
+KVFTS_DB="$T_DIR/corpus" kv terms body >"$T_DIR/without" || fail "terms without"
+kv terms body >"$T_DIR/with" || fail "terms with lists"
+cmp -s "$T_DIR/without" "$T_DIR/with" || fail "kvfts terms body differs with lists"
+pass
+kv stats | grep -q '"field_list_postings":[1-9]' || fail "no list postings"
+pass
+KVFTS_DB="$T_DIR/corpus" kv stats | grep -q '"field_list_postings":0}' ||
+    fail "list postings without lists"
+pass
 expect_exit 0 kv check
 expect_stdout_contains '"ok":true'
 finish
