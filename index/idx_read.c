@@ -186,6 +186,16 @@ static size_t bterm_bytes(const bterm *b)
     return sizeof *b + b->buf.cap + ((size_t)b->n + 1) * sizeof *b->at;
 }
 
+/* Record i of b: its 13-byte key (the block's first id at + 9), its value
+ * and the value's length. */
+static void bt_rec(const bterm *b, uint32_t i, const char **key,
+                   const char **val, size_t *vlen)
+{
+    *key = b->buf.data + b->at[i];
+    *val = *key + 13;
+    *vlen = b->at[i + 1] - b->at[i] - 13;
+}
+
 /* Drop the terms no reader holds that are of a segment @p keep does not
  * list, or (@p stale) were not walked in the last BT_STALE readers. */
 static void bt_drop(idx_dict_cache *d, const idx_segs *keep, bool stale)
@@ -1003,10 +1013,8 @@ static int bt_at(segcur *sc, uint32_t i)
         return KVFTS_ITEROVER;
     }
     sc->bi = i;
-    sc->rk = b->buf.data + b->at[i];
     sc->rkl = 13;
-    sc->rv = sc->rk + 13;
-    sc->rvl = b->at[i + 1] - b->at[i] - 13;
+    bt_rec(b, i, &sc->rk, &sc->rv, &sc->rvl);
     return KVFTS_OK;
 }
 
@@ -2211,6 +2219,19 @@ static int block_postings(prefix_ctx *c, const idx_entry *e, bool filter,
     return KVFTS_OK;
 }
 
+/* Decode the block of walker d's entry whose first id is @p first (@p v,
+ * @p vl bytes), then its selected postings: to fn, or collected. */
+static int block_emit(prefix_ctx *c, const dict_walk *d, bool filter,
+                      uint32_t first, const char *v, size_t vl,
+                      idx_posting_fn fn, void *payload, uint32_t term,
+                      uint64_t df, bool collect, kv_err *err)
+{
+    int rc = idx_block_decode(&c->blk, first, v, vl, d->e.ncols,
+                              IDX_DEC_IDS, err);
+    return rc ? rc : block_postings(c, &d->e, filter, d->rank, fn, payload,
+                                    term, df, collect, err);
+}
+
 /* The postings of walker d's entry (selected ones): to fn, or collected. */
 static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
                           void *payload, uint32_t term, uint64_t df,
@@ -2237,12 +2258,9 @@ static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
                           payload, term, df, collect, err);
     if (rc || e->nsmall)
         return rc;
-    if (!(e->flags & IDX_E_EXTERNAL)) {
-        rc = idx_block_decode(&c->blk, e->first, e->blk, e->blk_len,
-                              e->ncols, IDX_DEC_IDS, err);
-        return rc ? rc : block_postings(c, e, filter, d->rank, fn, payload,
-                                        term, df, collect, err);
-    }
+    if (!(e->flags & IDX_E_EXTERNAL))
+        return block_emit(c, d, filter, e->first, e->blk, e->blk_len, fn,
+                          payload, term, df, collect, err);
     /* From the handle's cache of terms' blocks where it has them; a walk
      * reads them all, so the term is a candidate (bt_note) */
     idx_dict_cache *dc = c->r->dict;
@@ -2254,14 +2272,12 @@ static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
     if (bt) {
         bt->used = dc->readers;
         for (uint32_t i = 0; !rc && i < bt->n; i++) {
-            const char *k = bt->buf.data + bt->at[i];
-            rc = idx_block_decode(&c->blk,
-                                  kv_get_be32((const unsigned char *)k + 9),
-                                  k + 13, bt->at[i + 1] - bt->at[i] - 13,
-                                  e->ncols, IDX_DEC_IDS, err);
-            if (!rc)
-                rc = block_postings(c, e, filter, d->rank, fn, payload, term,
-                                    df, collect, err);
+            const char *k, *v;
+            size_t vl;
+            bt_rec(bt, i, &k, &v, &vl);
+            rc = block_emit(c, d, filter,
+                            kv_get_be32((const unsigned char *)k + 9), v, vl,
+                            fn, payload, term, df, collect, err);
         }
         return rc;
     }
@@ -2279,12 +2295,9 @@ static int entry_postings(prefix_ctx *c, dict_walk *d, idx_posting_fn fn,
         if (kl != 13 || memcmp(k, key, 9) != 0)
             break;
         kv_cursor_val(c->bc, &v, &vl);
-        rc = idx_block_decode(&c->blk, kv_get_be32((const unsigned char *)k +
-                                                   9), v, vl, e->ncols,
-                              IDX_DEC_IDS, err);
-        if (!rc)
-            rc = block_postings(c, e, filter, d->rank, fn, payload, term, df,
-                                collect, err);
+        rc = block_emit(c, d, filter, kv_get_be32((const unsigned char *)k +
+                                                  9), v, vl, fn, payload,
+                        term, df, collect, err);
         if (!rc)
             rc = kv_cursor_next(c->bc, err);
     }
