@@ -2086,6 +2086,12 @@ static int dicts_step(dicts *ds, const char *t, size_t tl, const char *prefix,
     return KVFTS_OK;
 }
 
+/* Whether t is a field list's term (TOK_LIST_MARK + a field's term). */
+static bool list_term(const char *t, size_t len)
+{
+    return len && t[0] == TOK_LIST_MARK;
+}
+
 int idx_terms_scan(idx_reader *r, const char *field, size_t flen,
                    const char *prefix, size_t plen, idx_term_fn fn,
                    void *payload, kv_err *err)
@@ -2121,9 +2127,8 @@ int idx_terms_scan(idx_reader *r, const char *field, size_t flen,
             break;
         }
         /* field lists' terms only when asked for (the prefix is one) */
-        bool list = t.len && t.data[0] == TOK_LIST_MARK &&
-                    !(plen && prefix[0] == TOK_LIST_MARK);
-        if (df > del && !list) {
+        bool skip = list_term(t.data, t.len) && !list_term(prefix, plen);
+        if (df > del && !skip) {
             idx_term_info info = { df - del, positions };
             rc = fn(payload, t.data, t.len, &info);
             if (rc)
@@ -3030,7 +3035,7 @@ int idx_get_stats(kv_txn *txn, idx_stats *out, kv_err *err)
             del += d->e.ndel;
             out->blocks += d->e.nblocks;
         }
-        if (docs > del && t.len && t.data[0] == TOK_LIST_MARK) {
+        if (docs > del && list_term(t.data, t.len)) {
             out->list_postings += docs - del;
         } else if (docs > del) {
             out->terms++;
