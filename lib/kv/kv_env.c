@@ -1219,24 +1219,31 @@ static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
 static bdb_inst *kept_panicked;   /* (kept_mu) */
 
 /* Close an instance: its databases, then the environment.  @p checkpoint:
- * flush every dirty page first (the last process, or one that wrote). */
-static void inst_close(bdb_inst *in, bool checkpoint)
+ * flush every dirty page first (the last process, or one that wrote).
+ * False if that checkpoint failed: then pages of committed writes may be
+ * in the cache only, and the regions must not be removed without a
+ * recovery (shared_close). */
+static bool inst_close(bdb_inst *in, bool checkpoint)
 {
     if (!in)
-        return;
+        return true;
     watchdog_stop(in);
     if (atomic_load(&in->panicked)) {
         pthread_mutex_lock(&kept_mu);
         in->next_kept = kept_panicked;
         kept_panicked = in;
         pthread_mutex_unlock(&kept_mu);
-        return;
+        return false;
     }
+    bool flushed = true;
     if (in->env && in->db[KV_META] && checkpoint) {
-        KV_BDB(in->sh, in->env->txn_checkpoint(in->env, 0, 0, DB_FORCE));
+        flushed = !tls_fail_checkpoints &&
+                  KV_BDB(in->sh, in->env->txn_checkpoint(in->env, 0, 0,
+                                                         DB_FORCE)) == 0;
         char **list = NULL;
-        if (KV_BDB(in->sh, in->env->log_archive(in->env, &list,
-                                                DB_ARCH_REMOVE)) == 0 && list)
+        if (flushed && KV_BDB(in->sh, in->env->log_archive(
+                                  in->env, &list, DB_ARCH_REMOVE)) == 0 &&
+            list)
             free(list);     /* Berkeley DB allocated it with malloc */
     }
     /* A process that wrote nothing does not flush a database as it closes
@@ -1249,6 +1256,7 @@ static void inst_close(bdb_inst *in, bool checkpoint)
     if (in->env)
         KV_BDB(in->sh, in->env->close(in->env, 0));
     inst_free(in);
+    return flushed;
 }
 
 /* A Berkeley DB environment handle for sh's directory, configured as every
@@ -1610,11 +1618,15 @@ static void shared_close(shared_env *sh)
          * process, which recovers it. */
         bool panicked = in && atomic_load(&in->panicked);
         bool last = alive == 0 && dead == 0 && in && !in->dead && !panicked;
-        if (in)
-            inst_close(in, last || atomic_load(&in->wrote));
-        if (last)
+        /* The last process removes the regions -- the cache with them --
+         * and the next one opens without recovery: only after a checkpoint
+         * that wrote every dirty page.  If it failed (a full disk, a file
+         * that would not open), the regions and our mark stay, and the next
+         * process recovers from the log. */
+        bool flushed = inst_close(in, last || (in && atomic_load(&in->wrote)));
+        if (last && flushed)
             home_remove(sh->home, sh->home_shm);
-        else if (panicked)
+        else if (panicked || (last && !flushed))
             sh->slot = -1;  /* our mark stays: the next process recovers */
         reg_leave(sh);             /* drops the door with the descriptor */
         reg_door_unlock(sh);       /* and door_mu (the unlock finds no fd) */
