@@ -94,6 +94,25 @@ verify_prefix() {
     D=$d
 }
 
+# What a failed check leaves to read, since CI keeps nothing but its output:
+# the database directory's files, and each segment file's pages as
+# Berkeley DB's headers give them (page number, LSN, type; a meta page's
+# magic), e.g. a page of zeros where a database's meta page should be.
+dump_db() {
+    local f n i words
+    ls -l "$DB" | sed 's/^/    /'
+    for f in "$DB"/seg-*.db; do
+        [ -f "$f" ] || continue
+        n=$(( $(stat -c %s "$f") / 4096 ))
+        echo "    $(basename "$f"): $n pages"
+        for ((i = 0; i < n && i < 12; i++)); do
+            words=$(od -A n -t u4 -j $((i * 4096)) -N 16 "$f" | tr -s ' ')
+            echo "      page $i: lsn/pgno/magic-or-prev:$words type" \
+                 "$(od -A n -t u1 -j $((i * 4096 + 25)) -N 1 "$f" | tr -d ' ')"
+        done
+    done
+}
+
 kills=0 finished=0 prev=0 i=0
 # Until KILLS kills have landed in a running load (a load that finished
 # first starts the database over); at most 3 * KILLS tries.
@@ -107,7 +126,10 @@ while [ $kills -lt $KILLS ] && [ $i -lt $((3 * KILLS)) ]; do
     kills=$((kills + LANDED))
     verify_prefix "after kill $i"
     run kv check
-    [ "$RC" = 0 ] || fail "after kill $i: kvfts check: exit $RC: $OUT $ERR"
+    if [ "$RC" != 0 ]; then
+        dump_db >&2
+        fail "after kill $i: kvfts check: exit $RC: $OUT $ERR"
+    fi
     pass
     [ "$D" -ge "$prev" ] || fail "after kill $i: $D documents, $prev before"
     prev=$D
