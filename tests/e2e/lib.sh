@@ -54,10 +54,23 @@ ERR=""
 RC=0
 T_LAST_CMD=""
 
+# SIGKILL PID if it is still this shell's child (running, or exited and
+# not yet reaped): bash reaps a finished background job at once, and by
+# the time a test kills its PID again -- at the end, in t_cleanup -- the
+# number may be another process's, another test's under ctest -j.  Status
+# 0 if the signal was sent.
+kill_child() {
+    local st rest
+    { read -r st </proc/"$1"/stat; } 2>/dev/null || return 1
+    rest=${st##*) }                     # state, ppid, ...
+    rest=${rest#* }
+    [ "${rest%% *}" = "$$" ] && kill -KILL "$1" 2>/dev/null
+}
+
 t_cleanup() {
     local p
     for p in "${T_PIDS[@]}"; do
-        kill -KILL "$p" 2>/dev/null
+        kill_child "$p"
         wait "$p" 2>/dev/null
     done
     # chmod'ed directories from permission tests must be removable.

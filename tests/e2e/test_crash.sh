@@ -107,7 +107,7 @@ for it in 1 2 3 4 5; do
         how="${ms} ms after the first commit"
     fi
     sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
-    kill -KILL $LOADER 2>/dev/null
+    kill_child $LOADER
     wait $LOADER 2>/dev/null
     rc=$?
     if [ $rc = 137 ]; then
@@ -138,7 +138,7 @@ new_db twice
 LOADER=$!
 track_pid $LOADER
 wait_committed $BATCH
-kill -KILL $LOADER 2>/dev/null
+kill_child $LOADER
 wait $LOADER 2>/dev/null
 verify_prefix "first kill"
 C1=$C
@@ -149,7 +149,7 @@ LOADER=$!
 track_pid $LOADER
 wait_committed $((C1 + BATCH))
 sleep 0.3
-kill -KILL $LOADER 2>/dev/null
+kill_child $LOADER
 wait $LOADER 2>/dev/null
 verify_prefix "second kill"
 [ "$C" -gt "$C1" ] || fail "second load committed nothing ($C1 -> $C)"

@@ -131,7 +131,7 @@ kill_at() {
     SEEN=$(zcount "$3")
     [ "$SEEN" -ge 0 ] || fail "a search during the run failed"
     LANDED=0
-    kill -KILL "$pid" 2>/dev/null && LANDED=1
+    kill_child "$pid" && LANDED=1
     wait "$pid" 2>/dev/null
     RC=$?
 }

@@ -98,7 +98,7 @@ kill_victims() {
                 "$1" "${RPIDS[@]}"
         victim $((RANDOM))
         sleep_ms $((5 + RANDOM % 146))
-        kill -KILL $VICTIM 2>/dev/null && KILLED=$((KILLED + 1))
+        kill_child $VICTIM && KILLED=$((KILLED + 1))
         wait $VICTIM 2>/dev/null
     done
 }
@@ -179,7 +179,7 @@ sleep_ms 50
 OPT=$!
 track_pid $OPT
 sleep_ms $((RANDOM % 50))
-kill -KILL $VICTIM 2>/dev/null
+kill_child $VICTIM
 wait $VICTIM 2>/dev/null
 wait_bounded $OPT $READER
 rc=$RC

@@ -71,7 +71,7 @@ kill_later() {
     track_pid "$1"
     sleep "0.$(printf '%03d' $((20 + RANDOM % $2)))"
     LANDED=0
-    kill -KILL "$1" 2>/dev/null && LANDED=1
+    kill_child "$1" && LANDED=1
     wait "$1" 2>/dev/null
     RC=$?
 }
