@@ -30,6 +30,9 @@
 #   kv ARGS...                    the kvfts command
 #   json_num NAME [TEXT]          the number in "NAME":<n> of TEXT ($OUT)
 #   track_pid PID                 kill PID (if still running) on exit
+#   catalog_lines N FILE          N packages of the Debian catalog
+#   catalog_keys FILE OUT         their keys, pkg::<package>
+#   catalog_counts_clean FILE     searches count as in a clean load of FILE
 #
 # Scripts run with `set -u -o pipefail`, not `set -e`: every failure goes
 # through fail() so that it says what went wrong.
@@ -83,6 +86,50 @@ trap 'echo "$T_NAME: interrupted" >&2; exit 130' INT TERM
 track_pid() { T_PIDS+=("$1"); }
 
 kv() { "$KVFTS_BIN" "$@"; }
+
+# catalog_lines N FILE: the first N packages of this machine's Debian
+# catalog, one JSON document a line, into FILE (bench/data's copy, else
+# built from apt's lists by tools/debian-corpus.sh).  Without apt's lists,
+# the committed 400-package sample, said on stderr, and status 1 (callers
+# shrink their batches).
+catalog_lines() {
+    local n=$1 out=$2 src=$KVFTS_SOURCE_DIR
+    if [ -s "$src/bench/data/debian.jsonl" ]; then
+        head -n "$n" "$src/bench/data/debian.jsonl" >"$out"
+    elif KVFTS_BIN=$KVFTS_BIN bash "$src/tools/debian-corpus.sh" \
+            "$T_DIR/full.jsonl" 2>"$T_DIR/corpus.err"; then
+        head -n "$n" "$T_DIR/full.jsonl" >"$out"
+    else
+        echo "$T_NAME: no Debian catalog here" \
+             "($(tail -1 "$T_DIR/corpus.err")): using the 400-package sample" >&2
+        cp "$src/tests/data/tok_debian_sample.jsonl" "$out"
+        return 1
+    fi
+}
+
+# catalog_keys FILE OUT: the key of each line of FILE, pkg::<package> ("?"
+# for a line without a package), a line each, into OUT.
+catalog_keys() {
+    awk '{ if (match($0, /"package": ?"[^"]*"/)) {
+               s = substr($0, RSTART, RLENGTH); sub(/"package": ?"/, "", s)
+               sub(/"$/, "", s); print "pkg::" s } else print "?" }' \
+        "$1" >"$2"
+}
+
+# catalog_counts_clean FILE: load FILE (catalog lines) into a new database
+# and check that searches of $KVFTS_DB count what searches of that clean
+# load count.
+catalog_counts_clean() {
+    local clean="$T_DIR/clean" q got
+    expect_exit 0 kv init "$clean"
+    expect_exit 0 kv -d "$clean" load "$1" --key 'pkg::{package}' --quiet
+    for q in library 'python OR perl' '"command line"' 'lib*' 'game -data'; do
+        run kv search "$q" --count
+        got="$RC $OUT"
+        run kv -d "$clean" search "$q" --count
+        expect_eq "count of '$q' equals a clean load's" "$got" "$RC $OUT"
+    done
+}
 
 # Quote a command for messages.
 t_show() {

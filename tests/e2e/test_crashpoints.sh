@@ -24,23 +24,9 @@ POINTS=42
 BATCH=100
 LINES=6000
 SRC="$T_DIR/catalog.jsonl"
-src_dir=$KVFTS_SOURCE_DIR
-if [ -s "$src_dir/bench/data/debian.jsonl" ]; then
-    head -n $LINES "$src_dir/bench/data/debian.jsonl" >"$SRC"
-elif KVFTS_BIN=$KVFTS_BIN bash "$src_dir/tools/debian-corpus.sh" \
-        "$T_DIR/full.jsonl" 2>"$T_DIR/corpus.err"; then
-    head -n $LINES "$T_DIR/full.jsonl" >"$SRC"
-else
-    echo "$T_NAME: no Debian catalog here ($(tail -1 "$T_DIR/corpus.err")):" \
-         "using the 400-package sample" >&2
-    cp "$src_dir/tests/data/tok_debian_sample.jsonl" "$SRC"
-    BATCH=10
-fi
+catalog_lines $LINES "$SRC" || BATCH=10
 TOTAL=$(wc -l <"$SRC")
-awk '{ if (match($0, /"package": ?"[^"]*"/)) {
-           s = substr($0, RSTART, RLENGTH); sub(/"package": ?"/, "", s)
-           sub(/"$/, "", s); print "pkg::" s } else print "?" }' \
-    "$SRC" >"$T_DIR/keys.txt"
+catalog_keys "$SRC" "$T_DIR/keys.txt"
 expect_eq "a unique key per line" "$(sort -u "$T_DIR/keys.txt" | grep -c '^pkg::')" \
     "$TOTAL"
 
@@ -120,13 +106,5 @@ expect_exit 0 kv load "$SRC" --key 'pkg::{package}' --resume --batch $BATCH \
     --quiet
 verify "after the last resume"
 expect_eq "every line stored" "$D" "$TOTAL"
-CLEAN="$T_DIR/clean"
-expect_exit 0 kv init "$CLEAN"
-expect_exit 0 kv -d "$CLEAN" load "$SRC" --key 'pkg::{package}' --quiet
-for q in library 'python OR perl' '"command line"' 'lib*' 'game -data'; do
-    run kv search "$q" --count
-    got="$RC $OUT"
-    run kv -d "$CLEAN" search "$q" --count
-    expect_eq "count of '$q' equals a clean load's" "$got" "$RC $OUT"
-done
+catalog_counts_clean "$SRC"
 finish

@@ -32,26 +32,14 @@ BATCH=250
 LINES=20000
 WINDOW=580        # kill 20 .. 20 + WINDOW ms after the start
 SRC="$T_DIR/catalog.jsonl"
-src_dir=$KVFTS_SOURCE_DIR
-if [ -s "$src_dir/bench/data/debian.jsonl" ]; then
-    head -n $LINES "$src_dir/bench/data/debian.jsonl" >"$SRC"
-elif KVFTS_BIN=$KVFTS_BIN bash "$src_dir/tools/debian-corpus.sh" \
-        "$T_DIR/full.jsonl" 2>"$T_DIR/corpus.err"; then
-    head -n $LINES "$T_DIR/full.jsonl" >"$SRC"
-else
-    echo "$T_NAME: no Debian catalog here ($(tail -1 "$T_DIR/corpus.err")):" \
-         "using the 400-package sample" >&2
-    cp "$src_dir/tests/data/tok_debian_sample.jsonl" "$SRC"
+if ! catalog_lines $LINES "$SRC"; then
     BATCH=5
     WINDOW=60
 fi
 TOTAL=$(wc -l <"$SRC")
 check "corpus has lines" [ "$TOTAL" -gt 0 ]
 # The key of line I (1-based): pkg::<package>.
-awk '{ if (match($0, /"package": ?"[^"]*"/)) {
-           s = substr($0, RSTART, RLENGTH); sub(/"package": ?"/, "", s)
-           sub(/"$/, "", s); print "pkg::" s } else print "?" }' \
-    "$SRC" >"$T_DIR/keys.txt"
+catalog_keys "$SRC" "$T_DIR/keys.txt"
 expect_eq "a key per line" "$(grep -c '^pkg::' "$T_DIR/keys.txt")" "$TOTAL"
 expect_eq "keys are unique" "$(sort -u "$T_DIR/keys.txt" | wc -l)" "$TOTAL"
 
@@ -173,15 +161,7 @@ cmp -s "$T_DIR/want.jsonl" "$T_DIR/got-nocas.jsonl" ||
 pass
 
 # The index matches a clean load of the same lines.
-CLEAN="$T_DIR/clean"
-expect_exit 0 kv init "$CLEAN"
-expect_exit 0 kv -d "$CLEAN" load "$SRC" --key 'pkg::{package}' --quiet
-for q in library 'python OR perl' '"command line"' 'lib*' 'game -data'; do
-    run kv search "$q" --count
-    got="$RC $OUT"
-    run kv -d "$CLEAN" search "$q" --count
-    expect_eq "count of '$q' equals a clean load's" "$got" "$RC $OUT"
-done
+catalog_counts_clean "$SRC"
 # --- 2. single-document writes killed mid-transaction.
 : "${KVFTS_TEST_HELPER:?KVFTS_TEST_HELPER must name kvfts_test_helper}"
 OPS="$T_DIR/ops"
