@@ -171,7 +171,8 @@ _Static_assert(REG_STAMPS >= REG_SLOTS + REG_MAX * REG_SLOT &&
 static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
 static shared_env *shared_list;  /* guarded by shared_mu */
 
-/* Test hook: checkpoints after commits fail (kv_test_fail_checkpoints). */
+/* Test hook: checkpoints fail (kv_test_fail_checkpoints): after commits,
+ * and at the last close. */
 static _Thread_local bool tls_fail_checkpoints;
 
 void kv_test_fail_checkpoints(bool on)

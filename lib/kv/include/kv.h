@@ -217,8 +217,9 @@ int kv_env_sizes(kv_env *env, uint64_t *db_bytes, uint64_t *log_bytes,
  *  filled), copy its message into @p buf and clear it; false if none.  A
  *  write's status is its commit's: a failed checkpoint is reported apart. */
 bool kv_env_take_warning(kv_env *env, char *buf, size_t cap);
-/** Test hook: in this thread, checkpoints after commits fail as a full disk
- *  would make them. */
+/** Test hook: in this thread, checkpoints fail as a full disk would make
+ *  them: those after commits, and the one a process makes as it closes the
+ *  database (the last process then leaves the regions for a recovery). */
 void kv_test_fail_checkpoints(bool on);
 /** Test hook: in this thread, the process kills itself (SIGKILL) in the
  *  next write commit, after counting it in the commit stamps and before
