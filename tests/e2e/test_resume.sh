@@ -85,7 +85,9 @@ verify_prefix() {
 # What a failed check leaves to read, since CI keeps nothing but its output:
 # the database directory's files, and each segment file's pages as
 # Berkeley DB's headers give them (page number, LSN, type; a meta page's
-# magic), e.g. a page of zeros where a database's meta page should be.
+# magic), e.g. a page of zeros where a database's meta page should be;
+# the statistics (segments, a merge under way) and the killed load's last
+# messages.
 dump_db() {
     local f n i words
     ls -l "$DB" | sed 's/^/    /'
@@ -99,6 +101,10 @@ dump_db() {
                  "$(od -A n -t u1 -j $((i * 4096 + 25)) -N 1 "$f" | tr -d ' ')"
         done
     done
+    echo "    kvfts stats:"
+    "$KVFTS_BIN" stats 2>&1 | sed 's/^/    | /'
+    echo "    the killed load's stderr (last 5 lines):"
+    tail -n 5 "$T_DIR/load.err" | sed 's/^/    | /'
 }
 
 kills=0 finished=0 prev=0 i=0
