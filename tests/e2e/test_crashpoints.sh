@@ -24,7 +24,8 @@ POINTS=42
 BATCH=100
 LINES=6000
 SRC="$T_DIR/catalog.jsonl"
-catalog_lines $LINES "$SRC" || BATCH=10
+SAMPLE=0
+catalog_lines $LINES "$SRC" || { BATCH=10 SAMPLE=1; }
 TOTAL=$(wc -l <"$SRC")
 catalog_keys "$SRC" "$T_DIR/keys.txt"
 expect_eq "a unique key per line" "$(sort -u "$T_DIR/keys.txt" | grep -c '^pkg::')" \
@@ -61,6 +62,9 @@ kinds=(rename unlink create pwrite write fsync truncate)
 # Calls of each kind in a whole load here, about (a resumed one makes
 # fewer; an N past them lets the load finish).
 most=(8 20 60 1500 40 150 3)
+# The 400-package sample makes far fewer (a tenth of the pages, no segment
+# file of its own).
+[ $SAMPLE = 1 ] && most=(2 6 10 150 6 20 1)
 # ASan's runtime must come first among the libraries; the preload goes
 # before it (it only forwards the calls).
 asan=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
@@ -98,8 +102,10 @@ for ((k = 0; k < ${#kinds[@]}; k++)); do
 done
 echo "$T_NAME: $died of $POINTS loads died at their point (${per# }), 0" \
      "documents lost" >&2
-check "most loads died at their point ($died of $POINTS)" \
-    [ $((died * 2)) -ge "$POINTS" ]
+need=$((POINTS / 3))      # about two in three die; a third is 4 sd below
+[ $SAMPLE = 1 ] && need=1
+check "loads died at their point ($died of $POINTS, at least $need)" \
+    [ "$died" -ge "$need" ]
 
 # Resume to the end; the index equals a clean load's.
 expect_exit 0 kv load "$SRC" --key 'pkg::{package}' --resume --batch $BATCH \
