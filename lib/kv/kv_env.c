@@ -1219,6 +1219,28 @@ static void inst_free(bdb_inst *in)
 static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
 static bdb_inst *kept_panicked;   /* (kept_mu) */
 
+/* Write every dirty page to the files, then a checkpoint record (@p flags:
+ * DB_FORCE writes one even when nothing was logged since the last; @p kb:
+ * only after that much log).  Berkeley DB's status; ENOSPC under the test
+ * hook, as a full disk would make it. */
+static int ckp_write(bdb_inst *in, u_int32_t kb, u_int32_t flags)
+{
+    if (tls_fail_checkpoints)
+        return ENOSPC;
+    return KV_BDB(in->sh, in->env->txn_checkpoint(in->env, kb, 0, flags));
+}
+
+/* Remove the log files no recovery needs any more (after a checkpoint). */
+static int log_remove(bdb_inst *in)
+{
+    char **list = NULL;
+    int ret = KV_BDB(in->sh, in->env->log_archive(in->env, &list,
+                                                  DB_ARCH_REMOVE));
+    if (list)
+        free(list);     /* Berkeley DB allocated it with malloc */
+    return ret;
+}
+
 /* Close an instance: its databases, then the environment.  @p checkpoint:
  * flush every dirty page first (the last process, or one that wrote).
  * False if that checkpoint failed: then pages of committed writes may be
@@ -1238,14 +1260,9 @@ static bool inst_close(bdb_inst *in, bool checkpoint)
     }
     bool flushed = true;
     if (in->env && in->db[KV_META] && checkpoint) {
-        flushed = !tls_fail_checkpoints &&
-                  KV_BDB(in->sh, in->env->txn_checkpoint(in->env, 0, 0,
-                                                         DB_FORCE)) == 0;
-        char **list = NULL;
-        if (flushed && KV_BDB(in->sh, in->env->log_archive(
-                                  in->env, &list, DB_ARCH_REMOVE)) == 0 &&
-            list)
-            free(list);     /* Berkeley DB allocated it with malloc */
+        flushed = ckp_write(in, 0, DB_FORCE) == 0;
+        if (flushed)
+            (void)log_remove(in);
     }
     /* A process that wrote nothing does not flush a database as it closes
      * it (DB_NOSYNC: the log, not the files, makes commits durable); a
@@ -1891,20 +1908,11 @@ bool kv_env_take_warning(kv_env *e, char *buf, size_t cap)
 /* Checkpoint in in, removing log files no longer needed. */
 static int checkpoint(bdb_inst *in, u_int32_t kb, kv_err *err)
 {
-    if (tls_fail_checkpoints)
-        return kv_seterr(err, KVFTS_ERROR, "checkpoint: no space left on "
-                         "device (test hook)");
-    int ret = KV_BDB(in->sh, in->env->txn_checkpoint(in->env, kb, 0, 0));
+    int ret = ckp_write(in, kb, 0);
     if (ret)
         return kv__bdb_err(in, ret, err, "checkpoint");
-    char **list = NULL;
-    ret = KV_BDB(in->sh, in->env->log_archive(in->env, &list,
-                                              DB_ARCH_REMOVE));
-    if (list)
-        free(list);     /* Berkeley DB allocated it with malloc */
-    if (ret)
-        return kv__bdb_err(in, ret, err, "log removal");
-    return KVFTS_OK;
+    ret = log_remove(in);
+    return ret ? kv__bdb_err(in, ret, err, "log removal") : KVFTS_OK;
 }
 
 int kv_env_checkpoint(kv_env *e, kv_err *err)
