@@ -32,6 +32,7 @@
 #   track_pid PID                 kill PID (if still running) on exit
 #   catalog_lines N FILE          N packages of the Debian catalog
 #   catalog_keys FILE OUT         their keys, pkg::<package>
+#   catalog_prefix WHAT           the database holds whole batches of them
 #   catalog_counts_clean FILE     searches count as in a clean load of FILE
 #
 # Scripts run with `set -u -o pipefail`, not `set -e`: every failure goes
@@ -114,6 +115,30 @@ catalog_keys() {
                s = substr($0, RSTART, RLENGTH); sub(/"package": ?"/, "", s)
                sub(/"$/, "", s); print "pkg::" s } else print "?" }' \
         "$1" >"$2"
+}
+
+# catalog_key I: the key of line I (1-based) of the catalog lines, from
+# $T_DIR/keys.txt (catalog_keys).
+catalog_key() { sed -n "${1}p" "$T_DIR/keys.txt"; }
+
+# catalog_prefix WHAT: $KVFTS_DB holds exactly lines 1..D of the catalog
+# lines, D a whole number of $BATCH-line batches or all $TOTAL: the key of
+# line D is stored, that of line D + 1 is not.  Sets D.
+catalog_prefix() {
+    local what=$1 d
+    run kv stats
+    [ "$RC" = 0 ] || fail "$what: kvfts stats: exit $RC: $ERR"
+    d=$(json_num documents)
+    if [ $((d % BATCH)) != 0 ] && [ "$d" != "$TOTAL" ]; then
+        fail "$what: $d documents: not a whole number of $BATCH-line batches"
+    fi
+    if [ "$d" -gt 0 ]; then
+        expect_exit 0 kv get "$(catalog_key "$d")"
+    fi
+    if [ "$d" -lt "$TOTAL" ]; then
+        expect_exit 3 kv get "$(catalog_key $((d + 1)))"
+    fi
+    D=$d
 }
 
 # catalog_counts_clean FILE: load FILE (catalog lines) into a new database
