@@ -430,6 +430,32 @@ static int corrupt_block(const idx_block *b, const char *what, kv_err *err)
                      "first id %u)", what, b->l.n ? b->l.ids[0] : 0);
 }
 
+/* The streams of a block, for idx_block.checked. */
+enum { CK_IDS = 1, CK_VC = 2, CK_VX = 4, CK_TF = 8, CK_POS = 16 };
+
+/* Whether the stream at s, len bytes, holds count values as its control
+ * bytes say (idx_svb_size).  A block decoded trusted (its bytes' streams
+ * all checked before: a cached block read again) is not checked again --
+ * about 5% of a phrase count's time went to these checks, repeated at
+ * every decode of a common word's cached blocks. */
+static bool svb_ok(idx_block *b, unsigned ck, const unsigned char *s,
+                   size_t len, uint32_t count, bool is0124)
+{
+    if (b->trusted)
+        return true;
+    if (idx_svb_size(s, len, count, is0124) != len)
+        return false;
+    b->checked |= (uint8_t)ck;
+    return true;
+}
+
+bool idx_block_checked(const idx_block *b)
+{
+    unsigned need = CK_IDS | CK_TF | (b->oneview ? 0 : CK_VC | CK_VX) |
+                    (b->l.positions ? CK_POS : 0);
+    return b->l.n && (b->trusted || (b->checked & need) == need);
+}
+
 /* Stage 2, the view counts: l.vstart, and the number of views (l.nv), with
  * room for that many; the count and column streams checked for their
  * size (a count of ids reads neither). */
@@ -445,7 +471,7 @@ static int decode_counts(idx_block *b, uint32_t ncols, kv_err *err)
         for (uint32_t i = 0; i <= n; i++)
             l->vstart[i] = i;
     } else {
-        if (idx_svb_size(vc, b->vcb, n, true) != b->vcb)
+        if (!svb_ok(b, CK_VC, vc, b->vcb, n, true))
             return corrupt_block(b, "view counts", err);
         if (b->scap < n + 1 &&
             idx__grow(&b->scratch, &b->scap, (uint64_t)n + 1, 4, err))
@@ -459,7 +485,7 @@ static int decode_counts(idx_block *b, uint32_t ncols, kv_err *err)
         }
         l->vstart[n] = (uint32_t)nv;
         if (nv > (uint64_t)n * (ncols ? ncols : 1) || nv > UINT32_MAX / 8 ||
-            idx_svb_size(vx, b->vxb, (uint32_t)nv, false) != b->vxb)
+            !svb_ok(b, CK_VX, vx, b->vxb, (uint32_t)nv, false))
             return corrupt_block(b, "views", err);
     }
     l->nv = 0;
@@ -520,7 +546,7 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
         return rc;
     const unsigned char *tf = b->tmp + b->idb + b->vcb + b->vxb;
     uint32_t nv = l->nv;
-    if (idx_svb_size(tf, b->tfb, nv, true) != b->tfb)
+    if (!svb_ok(b, CK_TF, tf, b->tfb, nv, true))
         return corrupt_block(b, "term frequencies", err);
     idx_svb_decode_0124(tf, l->vtf, nv);
     /* Checks and summaries in branch-free passes over local pointers
@@ -591,7 +617,7 @@ static int decode_gaps(idx_block *b, kv_err *err)
     uint64_t npos = b->npos;     /* the tfs' sum (decode_views) */
     const unsigned char *ps = b->tmp + b->idb + b->vcb + b->vxb + b->tfb;
     if (npos > UINT32_MAX / 8 ||
-        idx_svb_size(ps, b->posb, (uint32_t)npos, false) != b->posb)
+        !svb_ok(b, CK_POS, ps, b->posb, (uint32_t)npos, false))
         return corrupt_block(b, "positions", err);
     l->np = 0;
     int rc = idx_plist_reserve(l, 0, 0, npos, err);
@@ -663,7 +689,7 @@ static int bydoc_index(idx_block *b, kv_err *err)
         return rc;
     uint64_t nv = l->nv;
     const unsigned char *tf = b->tmp + b->idb + b->vcb + b->vxb;
-    if (idx_svb_size(tf, b->tfb, (uint32_t)nv, true) != b->tfb)
+    if (!svb_ok(b, CK_TF, tf, b->tfb, (uint32_t)nv, true))
         return corrupt_block(b, "term frequencies", err);
     idx_svb_decode_0124(tf, l->vtf, (uint32_t)nv);
     uint32_t *restrict vtf = l->vtf, *restrict poff = l->poff;
@@ -673,7 +699,9 @@ static int bydoc_index(idx_block *b, kv_err *err)
         poff[v] = (uint32_t)npos;
         npos += vtf[v];
     }
-    if (npos > UINT32_MAX / 8 || (npos + 3) / 4 > b->posb)
+    if (npos > UINT32_MAX / 8 || (npos + 3) / 4 > b->posb ||
+        (b->cached && !svb_ok(b, CK_POS, b->tmp + b->idb + b->vcb + b->vxb +
+                              b->tfb, b->posb, (uint32_t)npos, false)))
         return corrupt_block(b, "positions", err);
     poff[nv] = (uint32_t)npos;
     l->np = 0;
@@ -882,18 +910,19 @@ static bool doc_phrase(idx_phrase_term *t, size_t n)
         t[i].vat = t[i].b->l.vstart[t[i].at];
     for (uint32_t a = l0->vstart[t[0].at]; a < l0->vstart[t[0].at + 1];
          a++) {
-        if (!t[0].sel[l0->vcol[a]])
-            continue;
-        uint32_t fid = t[0].cols[l0->vcol[a]] >> 2;
+        uint32_t f = t[0].fid[l0->vcol[a]];
+        if (!f)
+            continue;                            /* not selected */
         bool every = true;
         for (size_t i = 1; every && i < n; i++) {
-            const idx_plist *l = &t[i].b->l;
-            uint32_t k = t[i].vat, e = l->vstart[t[i].at + 1];
-            while (k < e && (!t[i].sel[l->vcol[k]] ||
-                             (t[i].cols[l->vcol[k]] >> 2) < fid))
+            /* the term's view of field f: past the smaller fields' and
+             * the columns not selected (fid 0) */
+            const uint32_t *vcol = t[i].b->l.vcol, *fid = t[i].fid;
+            uint32_t k = t[i].vat, e = t[i].b->l.vstart[t[i].at + 1];
+            while (k < e && fid[vcol[k]] < f)
                 k++;
             t[i].vat = k;
-            every = k < e && (t[i].cols[l->vcol[k]] >> 2) == fid;
+            every = k < e && fid[vcol[k]] == f;
         }
         if (!every)
             continue;
@@ -1016,6 +1045,10 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     idx_plist *l = &b->l;
     b->dense = l->n && b->ndoc >= BYDOC_MAX(l->n);
     b->ndoc = 0;
+    b->trusted = (level & IDX_DEC_TRUSTED) != 0;
+    b->cached = (level & IDX_DEC_CACHED) != 0;
+    b->checked = 0;
+    level &= ~(IDX_DEC_TRUSTED | IDX_DEC_CACHED);
     l->n = 0;
     if (!head_read(&p, end, &h))
         goto bad;
@@ -1026,7 +1059,7 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
         h.tfb > avail - h.idb - h.vcb - h.vxb ||
         h.posb != avail - h.idb - h.vcb - h.vxb - h.tfb ||
         (!(h.flags & IDX_B_POSITIONS) && h.posb) ||
-        idx_svb_size(p, h.idb, h.n - 1, false) != h.idb)
+        !svb_ok(b, CK_IDS, p, h.idb, h.n - 1, false))
         goto bad;          /* (the view counts: when they are decoded) */
     int rc = idx_plist_reserve(l, h.n, 0, 0, err);
     if (rc)

@@ -122,6 +122,13 @@ int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
 
 /* How much of a block is decoded: ids; views and tfs; positions. */
 enum { IDX_DEC_IDS = 0, IDX_DEC_VIEWS = 1, IDX_DEC_POS = 2 };
+/* OR'ed into idx_block_decode's level: an earlier decode of the same bytes
+ * checked every stream's size (idx_block_checked), so this one does not. */
+#define IDX_DEC_TRUSTED 0x100
+/* OR'ed into it: the bytes are kept (a cache's), so that a decode a
+ * document at a time checks the position stream's size whole as well,
+ * for the later decodes to be trusted. */
+#define IDX_DEC_CACHED 0x200
 /* A block is decoded whole, positions included, once a reader looks at
  * one in IDX_BLOCK_WHOLE of its documents (fewer: a document at a time). */
 #define IDX_BLOCK_WHOLE 16
@@ -161,6 +168,10 @@ typedef struct idx_block {   /* its buffers: see idx_block_recycle() */
     uint8_t *first;        /* per view: a document's first (decode_views) */
     uint32_t fcap;
     uint32_t npos;         /* the views' tfs summed (decode_views) */
+    bool trusted;          /* decoded with IDX_DEC_TRUSTED */
+    bool cached;           /* decoded with IDX_DEC_CACHED */
+    uint8_t checked;       /* the streams whose sizes were checked (bits of
+                              idx_codec.c's CK_*) */
 } idx_block;
 
 void idx_block_init(idx_block *b);
@@ -170,13 +181,18 @@ void idx_block_free(idx_block *b);
 void idx_block_recycle(idx_block *b);
 /** The bytes its buffers hold. */
 size_t idx_block_bytes(const idx_block *b);
+/** True when every stream of the block's bytes has had its size checked
+ *  (by this decode or, trusted, an earlier one): a later decode of the
+ *  same bytes may pass IDX_DEC_TRUSTED. */
+bool idx_block_checked(const idx_block *b);
 /** The span (last id - first id), max_tf and column mask of a stored
  *  block from its header alone; false if the header is damaged. */
 bool idx_block_peek(const char *buf, size_t len, uint32_t *span,
                     uint32_t *max_tf, uint64_t *colmask);
-/** Decode a stored block whose first id is @p first, up to @p level;
- *  @p ncols: the term's column table size (views must index it).
- *  KVFTS_ECORRUPT on any inconsistency. */
+/** Decode a stored block whose first id is @p first, up to @p level (with
+ *  IDX_DEC_TRUSTED: the streams' sizes go unchecked); @p ncols: the term's
+ *  column table size (views must index it).  KVFTS_ECORRUPT on any
+ *  inconsistency. */
 int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
                      size_t len, uint32_t ncols, int level, kv_err *err);
 /** Decode the views' columns (l.vstart, l.vcol) of the last decoded
@@ -196,8 +212,8 @@ int idx_block_doc_positions(idx_block *b, uint32_t i, kv_err *err);
  *  repeated word's terms may share a block. */
 typedef struct idx_phrase_term {
     const idx_block *b;    /* views and gaps decoded (idx_block_need_gaps) */
-    const uint8_t *sel;    /* per column index: selected */
-    const uint32_t *cols;  /* the term's column table */
+    const uint32_t *fid;   /* per column index: its field + 1, 0 when the
+                              column is not selected */
     uint32_t off;          /* its offset in the phrase */
     uint32_t *idx;         /* per candidate kept: its index in b */
     bool dup;              /* an earlier term's word: the same idx */

@@ -168,6 +168,8 @@ typedef struct bterm {
     uint32_t n;            /* block records */
     uint32_t *at;          /* n + 1 offsets */
     kv_buf buf;
+    uint8_t *ok;           /* per record: every stream's size checked once
+                              (idx_block_checked; NULL: none kept) */
     uint32_t users;        /* segment cursors walking it */
     uint64_t used;         /* the cache's reader count at its last walk */
 } bterm;
@@ -177,13 +179,15 @@ static void bterm_free(bterm *b)
     if (!b)
         return;
     kv_free(b->at);
+    kv_free(b->ok);
     kv_buf_free(&b->buf);
     kv_free(b);
 }
 
 static size_t bterm_bytes(const bterm *b)
 {
-    return sizeof *b + b->buf.cap + ((size_t)b->n + 1) * sizeof *b->at;
+    return sizeof *b + b->buf.cap + ((size_t)b->n + 1) * sizeof *b->at +
+           (b->ok ? b->n : 0);
 }
 
 /* Record i of b: its 13-byte key (the block's first id at + 9), its value
@@ -912,6 +916,9 @@ typedef struct segcur {
     kv_buf rec;            /* the chunk record the entry points into */
     uint8_t *sel;          /* per column index: selected */
     uint32_t selcap;
+    uint32_t *fid;         /* per column index: its field + 1, 0 when not
+                              selected (a phrase's views, by field) */
+    uint32_t fidcap;
     uint64_t selbits;      /* bit (index & 63) of the selected columns */
     bool filter;           /* some columns are not selected */
     idx_block blk;
@@ -931,11 +938,25 @@ typedef struct segcur {
     idx_dict_cache *dict;  /* the handle's, or NULL */
     bterm *bt;             /* the term's blocks, cached: no cursor */
     uint32_t bi;           /* the current record in bt (n: past the end) */
+    bool blk_bt;           /* blk was decoded from bt's record blk_rec */
+    uint32_t blk_rec;
 } segcur;
+
+/* Done with sc's block: when it came from the cache and every stream of
+ * it was checked, the record is marked so that its next decodes skip the
+ * checks (IDX_DEC_TRUSTED). */
+static void bt_mark_checked(segcur *sc)
+{
+    if (sc->blk_bt && sc->bt && sc->bt->ok && sc->blk_rec < sc->bt->n &&
+        idx_block_checked(&sc->blk))
+        sc->bt->ok[sc->blk_rec] = 1;
+    sc->blk_bt = false;
+}
 
 static void segcur_free(segcur *sc)
 {
     idx_dict_cache *d = sc->dict;
+    bt_mark_checked(sc);
     if (sc->bt)
         sc->bt->users--;
     else if (d && sc->external && sc->have_blk)
@@ -948,6 +969,7 @@ static void segcur_free(segcur *sc)
     idx_entry_free(&sc->e);
     kv_buf_free(&sc->rec);
     kv_free(sc->sel);
+    kv_free(sc->fid);
     blk_give(d, &sc->blk);
     kv_cursor_close(sc->c);
     kv_bulk_free(&sc->bulk);
@@ -1094,8 +1116,14 @@ static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
     }
     sc->have_blk = true;
     sc->gen++;
+    bt_mark_checked(sc);                 /* the block this one replaces */
+    bool trusted = sc->bt && sc->bt->ok && sc->bi < sc->bt->n &&
+                   sc->bt->ok[sc->bi];
+    sc->blk_bt = sc->bt != NULL;
+    sc->blk_rec = sc->bi;
     return idx_block_decode(&sc->blk, first, v, vl, sc->e.ncols,
-                            IDX_DEC_IDS, err);
+                            IDX_DEC_IDS | (trusted ? IDX_DEC_TRUSTED : 0) |
+                            (sc->bt ? IDX_DEC_CACHED : 0), err);
 }
 
 static int ext_seek(segcur *sc, uint32_t first, kv_err *err)
@@ -1193,6 +1221,7 @@ static int bt_read(idx_dict_cache *d, kv_txn *txn, uint32_t seg,
         b->at[0] = 0;
         b->seg = seg;
         b->ord = ord;
+        b->ok = kv_calloc(b->n, 1);     /* (without it: checked each time) */
         rc = idx__grow(&d->bt, &d->btcap, (uint64_t)d->nbt + 1,
                        sizeof *d->bt, err);
         if (!rc) {
@@ -1226,6 +1255,7 @@ static int segcur_start(segcur *sc, kv_err *err)
                                   sc->e.blk_len, sc->e.ncols, IDX_DEC_IDS,
                                   err);
         sc->have_blk = true;
+        sc->blk_bt = false;
         sc->gen++;
         if (!rc)
             rc = block_settle(sc, 0, 0, &left, err);
@@ -1464,8 +1494,12 @@ int idx_postings_open(idx_postings **out, idx_reader *r, const char *field,
                 sc->dict = r->dict;
                 sc->external = (sc->e.flags & IDX_E_EXTERNAL) != 0;
                 rc = idx__grow(&sc->sel, &sc->selcap, sc->e.ncols, 1, err);
+                if (!rc)
+                    rc = idx__grow(&sc->fid, &sc->fidcap, sc->e.ncols, 4,
+                                   err);
                 for (uint32_t c = 0; !rc && c < sc->e.ncols; c++) {
                     sc->sel[c] = col_selected(&p->s, sc->e.cols[c]);
+                    sc->fid[c] = sc->sel[c] ? (sc->e.cols[c] >> 2) + 1 : 0;
                     if (sc->sel[c])
                         sc->selbits |= 1ull << (c < 63 ? c : 63);
                     else
@@ -1846,8 +1880,8 @@ int idx_postings_phrase(idx_postings *const *p, const size_t *first,
         if ((rc = idx__grow(&p[i]->pidx, &p[i]->pidxcap,
                             (uint64_t)*m * (i ? 1 : 2), 4, err)))
             goto out;
-        t[i] = (idx_phrase_term){ .b = &sc->blk, .sel = sc->sel,
-                                  .cols = sc->e.cols, .off = offs[i],
+        t[i] = (idx_phrase_term){ .b = &sc->blk, .fid = sc->fid,
+                                  .off = offs[i],
                                   .idx = p[i]->pidx, .dup = first[i] < i };
     }
     if (!p[0]->pmap &&

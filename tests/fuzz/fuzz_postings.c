@@ -180,14 +180,11 @@ static void fuzz_phrase(uint32_t first, uint32_t ncols, const char *rec,
                         size_t len, const idx_block *whole)
 {
     kv_err err = KV_ERR_INIT;
-    static uint8_t sel[256];
-    static uint32_t cols[256];
+    static uint32_t fid[256];      /* column c: field c, selected */
     idx_block b;
     idx_block_init(&b);
-    for (uint32_t c = 0; c < 256; c++) {
-        sel[c] = 1;
-        cols[c] = c << 2 | 3;
-    }
+    for (uint32_t c = 0; c < 256; c++)
+        fid[c] = c + 1;
     int rc = idx_block_decode(&b, first, rec, len, ncols, IDX_DEC_IDS, &err);
     if (rc == KVFTS_OK && b.l.positions)
         rc = idx_block_need_gaps(&b, &err);
@@ -198,8 +195,8 @@ static void fuzz_phrase(uint32_t first, uint32_t ncols, const char *rec,
         uint16_t *map = malloc(IDX_PHRASE_MAP * sizeof *map);
         for (uint32_t d = 1; cand && idx && keep && map && d <= 2; d++) {
             idx_phrase_term t[2] = {
-                { .b = &b, .sel = sel, .cols = cols, .off = 0, .idx = idx },
-                { .b = &b, .sel = sel, .cols = cols, .off = d, .idx = idx,
+                { .b = &b, .fid = fid, .off = 0, .idx = idx },
+                { .b = &b, .fid = fid, .off = d, .idx = idx,
                   .dup = true },
             };
             uint64_t count = 0;

@@ -325,18 +325,15 @@ static int blocks_phrase(idx_block *ba, idx_block *bb, uint32_t ncols,
                          uint32_t *kept, uint64_t *count)
 {
     kv_err err = KV_ERR_INIT;
-    static uint8_t sel[80];
-    static uint32_t cols[80];
-    for (uint32_t c = 0; c < ncols; c++) {
-        sel[c] = 1;
-        cols[c] = c << 2 | 3;
-    }
+    static uint32_t fid[80];       /* column c: field c, selected */
+    for (uint32_t c = 0; c < ncols; c++)
+        fid[c] = c + 1;
     uint32_t *ia = malloc((size_t)m * 4 + 4), *ib = malloc((size_t)m * 4 + 4);
     uint32_t *keep = malloc((size_t)m * 4 + 4);
     uint16_t *map = malloc(IDX_PHRASE_MAP * sizeof *map);
     idx_phrase_term t[2] = {
-        { .b = ba, .sel = sel, .cols = cols, .off = 0, .idx = ia },
-        { .b = bb ? bb : ba, .sel = sel, .cols = cols, .off = d,
+        { .b = ba, .fid = fid, .off = 0, .idx = ia },
+        { .b = bb ? bb : ba, .fid = fid, .off = d,
           .idx = bb ? ib : ia, .dup = !bb },
     };
     *count = 0;
@@ -551,13 +548,14 @@ static void test_block_corruption(void **state)
 {
     (void)state;
     idx_plist l;
-    idx_block d, w;
+    idx_block d, w, t;
     idx_plist_init(&l);
     idx_block_init(&d);
     idx_block_init(&w);
+    idx_block_init(&t);
     kv_buf buf = KV_BUF_INIT, scratch = KV_BUF_INIT;
     kv_err err = KV_ERR_INIT;
-    unsigned accepted = 0, refused = 0;
+    unsigned accepted = 0, refused = 0, trusted = 0, bydoc = 0;
     for (int iter = 0; iter < 60; iter++) {
         uint32_t n = 1 + rnd(IDX_BLOCK_DOCS);
         uint32_t ncols = ncols_choice[rnd(4)];
@@ -589,6 +587,26 @@ static void test_block_corruption(void **state)
                 refused++;
             else
                 accepted++;
+            assert_true(rc || idx_block_checked(&w));
+            /* Decoded a document at a time from a cache's bytes: once
+             * idx_block_checked says so, a trusted decode (its streams'
+             * sizes unchecked) takes exactly what the checked one does,
+             * within bounds. */
+            uint32_t i = rnd(d.l.n ? d.l.n : 1);
+            idx_block_recycle(&d);     /* not dense: by document */
+            if (idx_block_decode(&d, l.ids[0], copy, len, ncols,
+                                 IDX_DEC_IDS | IDX_DEC_CACHED, &err) == 0 &&
+                idx_block_need_doc(&d, i < d.l.n ? i : 0, &err) == 0 &&
+                idx_block_checked(&d)) {
+                trusted++;
+                bydoc += d.bydoc;
+                int trc = idx_block_decode(&t, l.ids[0], copy, len, ncols,
+                                           IDX_DEC_POS | IDX_DEC_TRUSTED,
+                                           &err);
+                assert_int_equal(trc, rc);
+                if (!rc)
+                    assert_same_docs(&t.l, 0, t.l.n, &w.l, IDX_DEC_POS);
+            }
             /* As a phrase's count reads it ("a a"): never out of bounds;
              * the whole decode's answer if that took it.  (It reads only
              * what a candidate needs: damage elsewhere may pass.) */
@@ -616,10 +634,11 @@ static void test_block_corruption(void **state)
                                           ncols, IDX_DEC_IDS, &err),
                          KVFTS_ECORRUPT);
     }
-    assert_true(refused > 0 && accepted > 0);
+    assert_true(refused > 0 && accepted > 0 && trusted > 0 && bydoc > 0);
     idx_plist_free(&l);
     idx_block_free(&d);
     idx_block_free(&w);
+    idx_block_free(&t);
     kv_buf_free(&buf);
     kv_buf_free(&scratch);
 }
