@@ -863,31 +863,29 @@ static bool pwalk_phrase(idx_phrase_term *t, size_t n)
     return false;
 }
 
-/* pwalk_phrase of two terms, the usual phrase, with the walks' state in
- * locals: through the terms' fields every load of a position (a uint32_t,
- * as they are) could change them for the compiler, which then kept them
- * in memory. */
-static bool pwalk_pair(idx_phrase_term *a, idx_phrase_term *b)
+/* Whether start positions of the view at pa[ka..ea) (positions if ca, else
+ * gaps) plus d are positions of the view at pb[kb..eb): both walked once,
+ * in step.  Damage (positions not increasing) is ORed into *bada, *badb. */
+static inline bool pair_hit(const uint32_t *pa, uint32_t ka, uint32_t ea,
+                            bool ca, const uint32_t *pb, uint32_t kb,
+                            uint32_t eb, bool cb, uint64_t d, bool *bada,
+                            bool *badb)
 {
-    const uint32_t *pa = a->b->l.pos, *pb = b->b->l.pos;
-    uint32_t ka = a->wk, ea = a->we, kb = b->wk, eb = b->we;
     const uint32_t sa = ka;
-    const bool ca = a->wconv, cb = b->wconv;
-    const uint64_t d = (uint64_t)b->off - a->off;
-    bool bada = false, badb = false, hit = false;
+    bool ba = false, bb = false, hit = false;
     if (kb == eb)
         return false;
     uint32_t va = 0, vb = pb[kb++];     /* a first gap is a position */
     while (!hit && ka < ea) {
         uint32_t g = pa[ka], next = ca ? g : va + g;
-        bada |= ka != sa && next <= va;
+        ba |= ka != sa && next <= va;
         va = next;
         ka++;
         uint64_t want = va + d;
         while (vb < want && kb < eb) {
             g = pb[kb];
             next = cb ? g : vb + g;
-            badb |= next <= vb;
+            bb |= next <= vb;
             vb = next;
             kb++;
         }
@@ -895,9 +893,20 @@ static bool pwalk_pair(idx_phrase_term *a, idx_phrase_term *b)
             break;                       /* no later start can match */
         hit = vb == want;
     }
-    a->bad |= bada;
-    b->bad |= badb;
+    *bada |= ba;
+    *badb |= bb;
     return hit;
+}
+
+/* pwalk_phrase of two terms, the usual phrase, with the walks' state in
+ * locals: through the terms' fields every load of a position (a uint32_t,
+ * as they are) could change them for the compiler, which then kept them
+ * in memory. */
+static bool pwalk_pair(idx_phrase_term *a, idx_phrase_term *b)
+{
+    return pair_hit(a->b->l.pos, a->wk, a->we, a->wconv, b->b->l.pos, b->wk,
+                    b->we, b->wconv, (uint64_t)b->off - a->off, &a->bad,
+                    &b->bad);
 }
 
 /* Whether the documents the terms are at (t[i].at) hold the phrase: per
@@ -997,13 +1006,156 @@ uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
     return m;
 }
 
+/* idx_blocks_phrase of two terms (doc_phrase and pwalk_pair) with the
+ * blocks' arrays in locals: through t[] every step reloaded them, a chain
+ * of loads per view matched (on largevocab's "ka ka", most of the time
+ * went to matching the second term's view to the first's). */
+static uint64_t blocks_pair(idx_phrase_term *t, uint32_t m)
+{
+    const idx_block *ba = t[0].b, *bb = t[1].b;
+    const uint32_t *vsa = ba->l.vstart, *vca = ba->l.vcol, *fa = t[0].fid;
+    const uint32_t *vsb = bb->l.vstart, *vcb = bb->l.vcol, *fb = t[1].fid;
+    const uint32_t *poa = ba->l.poff, *pob = bb->l.poff;
+    const uint32_t *pa = ba->l.pos, *pb = bb->l.pos;
+    const uint32_t *ia = t[0].idx, *ib = t[1].idx;
+    const uint8_t *cva = ba->pconv, *cvb = bb->pconv;
+    const bool alla = ba->decoded >= IDX_DEC_POS,
+               allb = bb->decoded >= IDX_DEC_POS;
+    const uint64_t d = (uint64_t)t[1].off - t[0].off;
+    bool bada = false, badb = false;
+    uint64_t found = 0;
+    for (uint32_t j = 0; j < m; j++) {
+        uint32_t x = ia[j], y = ib[j];
+        uint32_t k = vsb[y], e = vsb[y + 1];
+        bool ca = alla || cva[x], cb = allb || cvb[y], hit = false;
+        for (uint32_t a = vsa[x]; !hit && a < vsa[x + 1]; a++) {
+            uint32_t f = fa[vca[a]];
+            if (!f)
+                continue;                        /* not selected */
+            while (k < e && fb[vcb[k]] < f)
+                k++;
+            if (k == e)
+                break;
+            if (fb[vcb[k]] == f)
+                hit = pair_hit(pa, poa[a], poa[a + 1], ca, pb, pob[k],
+                               pob[k + 1], cb, d, &bada, &badb);
+        }
+        found += hit;
+    }
+    t[0].bad |= bada;
+    t[1].bad |= badb;
+    return found;
+}
+
+/* The walk of pwalk_phrase over views whose state is in local arrays:
+ * term i's positions at ps[i][wk[i]..we[i]) (positions if cv[i], else
+ * gaps), wanted at the first term's start plus d[i]. */
+#define MULTI_MAX 8
+static bool multi_hit(size_t n, const uint32_t *const *ps, uint32_t *wk,
+                      const uint32_t *we, const bool *cv, const uint64_t *d,
+                      bool *bad)
+{
+    uint32_t val[MULTI_MAX];
+    for (size_t i = 1; i < n; i++) {
+        if (wk[i] == we[i])
+            return false;
+        val[i] = ps[i][wk[i]++];        /* a first gap is a position */
+    }
+    const uint32_t *p0 = ps[0];
+    uint32_t k = wk[0], s = k, va = 0;
+    while (k < we[0]) {
+        uint32_t g = p0[k], next = cv[0] ? g : va + g;
+        bad[0] |= k != s && next <= va;
+        va = next;
+        k++;
+        bool match = true;
+        for (size_t i = 1; match && i < n; i++) {
+            uint64_t want = va + d[i];
+            while (val[i] < want) {
+                if (wk[i] == we[i])
+                    return false;       /* no later start can match */
+                g = ps[i][wk[i]++];
+                next = cv[i] ? g : val[i] + g;
+                bad[i] |= next <= val[i];
+                val[i] = next;
+            }
+            match = val[i] == want;
+        }
+        if (match)
+            return true;
+    }
+    return false;
+}
+
+/* blocks_pair for 3 to MULTI_MAX terms. */
+static uint64_t blocks_multi(idx_phrase_term *t, size_t n, uint32_t m)
+{
+    const uint32_t *vs[MULTI_MAX], *vc[MULTI_MAX], *fd[MULTI_MAX];
+    const uint32_t *po[MULTI_MAX], *ps[MULTI_MAX], *ix[MULTI_MAX];
+    const uint8_t *cvt[MULTI_MAX];
+    bool all[MULTI_MAX], bad[MULTI_MAX], cv[MULTI_MAX];
+    uint64_t d[MULTI_MAX], found = 0;
+    for (size_t i = 0; i < n; i++) {
+        const idx_block *b = t[i].b;
+        vs[i] = b->l.vstart;
+        vc[i] = b->l.vcol;
+        fd[i] = t[i].fid;
+        po[i] = b->l.poff;
+        ps[i] = b->l.pos;
+        ix[i] = t[i].idx;
+        cvt[i] = b->pconv;
+        all[i] = b->decoded >= IDX_DEC_POS;
+        bad[i] = false;
+        d[i] = (uint64_t)t[i].off - t[0].off;
+    }
+    for (uint32_t j = 0; j < m; j++) {
+        uint32_t at[MULTI_MAX], k[MULTI_MAX], e[MULTI_MAX];
+        uint32_t wk[MULTI_MAX], we[MULTI_MAX];
+        for (size_t i = 0; i < n; i++) {
+            at[i] = ix[i][j];
+            k[i] = vs[i][at[i]];
+            e[i] = vs[i][at[i] + 1];
+            cv[i] = all[i] || cvt[i][at[i]];
+        }
+        bool hit = false, left = true;
+        for (uint32_t a = k[0]; !hit && left && a < e[0]; a++) {
+            uint32_t f = fd[0][vc[0][a]];
+            if (!f)
+                continue;                        /* not selected */
+            bool every = true;
+            for (size_t i = 1; every && i < n; i++) {
+                while (k[i] < e[i] && fd[i][vc[i][k[i]]] < f)
+                    k[i]++;
+                left = k[i] < e[i];
+                every = left && fd[i][vc[i][k[i]]] == f;
+            }
+            if (!every)
+                continue;
+            wk[0] = po[0][a];
+            we[0] = po[0][a + 1];
+            for (size_t i = 1; i < n; i++) {
+                wk[i] = po[i][k[i]];
+                we[i] = po[i][k[i] + 1];
+            }
+            hit = multi_hit(n, ps, wk, we, cv, d, bad);
+        }
+        found += hit;
+    }
+    for (size_t i = 0; i < n; i++)
+        t[i].bad |= bad[i];
+    return found;
+}
+
 int idx_blocks_phrase(idx_phrase_term *t, size_t n, uint32_t m,
                       uint64_t *count, kv_err *err)
 {
     uint64_t found = 0;
     for (size_t i = 0; i < n; i++)
         t[i].bad = false;
-    for (uint32_t j = 0; j < m; j++) {
+    bool local = n >= 2 && n <= MULTI_MAX;
+    if (local)
+        found = n == 2 ? blocks_pair(t, m) : blocks_multi(t, n, m);
+    for (uint32_t j = 0; !local && j < m; j++) {
         for (size_t i = 0; i < n; i++)
             t[i].at = t[i].idx[j];
         found += doc_phrase(t, n);
