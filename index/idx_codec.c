@@ -431,7 +431,8 @@ static int corrupt_block(const idx_block *b, const char *what, kv_err *err)
 }
 
 /* The streams of a block, for idx_block.checked. */
-enum { CK_IDS = 1, CK_VC = 2, CK_VX = 4, CK_TF = 8, CK_POS = 16 };
+enum { CK_IDS = 1, CK_VC = 2, CK_VX = 4, CK_TF = 8, CK_POS = 16,
+       CK_VIEWS = 32 /* decode_views' checks passed */ };
 
 /* Whether the stream at s, len bytes, holds count values as its control
  * bytes say (idx_svb_size).  A block decoded trusted (its bytes' streams
@@ -449,13 +450,15 @@ static bool svb_ok(idx_block *b, unsigned ck, const unsigned char *s,
     return true;
 }
 
-bool idx_block_checked(const idx_block *b)
+int idx_block_trust(const idx_block *b)
 {
     unsigned need = CK_IDS | CK_TF | (b->oneview ? 0 : CK_VC | CK_VX) |
                     (b->l.positions ? CK_POS : 0);
-    return b->l.n && (b->trusted || (b->checked & need) == need);
+    if (!b->l.n || (!b->trusted && (b->checked & need) != need))
+        return 0;
+    return b->trusted_views || (b->checked & CK_VIEWS)
+           ? IDX_DEC_TRUSTED | IDX_DEC_TRUSTED_VIEWS : IDX_DEC_TRUSTED;
 }
-
 /* Stage 2, the view counts: l.vstart, and the number of views (l.nv), with
  * room for that many; the count and column streams checked for their
  * size (a count of ids reads neither). */
@@ -508,6 +511,9 @@ static int decode_cols(idx_block *b, uint32_t ncols, kv_err *err)
         memset(l->vcol, 0, (size_t)nv * 4);
     else
         idx_svb_decode(b->tmp + b->idb + b->vcb, l->vcol, nv);
+    b->cols = b->trusted_views;   /* checked at an earlier decode */
+    if (b->cols)
+        return KVFTS_OK;
     const uint32_t *restrict vcol = l->vcol;
     bool bad = false;
     uint64_t mask = 0;
@@ -568,7 +574,9 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
     }
     poff[nv] = (uint32_t)npos;
     bad |= npos > UINT32_MAX / 8;          /* then poff wrapped */
-    if (nv == n) {
+    if (b->trusted_views) {
+        most = b->max_tf;  /* checked at an earlier decode of these bytes */
+    } else if (nv == n) {
         most = top;        /* one view a document: its tf is the document's */
     } else {
         /* Over the views, not a loop per document (whose unpredictable
@@ -596,6 +604,7 @@ static int decode_views(idx_block *b, uint32_t ncols, kv_err *err)
     b->npos = (uint32_t)npos;
     if (mtf != b->max_tf)
         return corrupt_block(b, "block summary", err);
+    b->checked |= CK_VIEWS;
     b->decoded = IDX_DEC_VIEWS;
     return KVFTS_OK;
 }
@@ -1198,9 +1207,10 @@ int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
     b->dense = l->n && b->ndoc >= BYDOC_MAX(l->n);
     b->ndoc = 0;
     b->trusted = (level & IDX_DEC_TRUSTED) != 0;
+    b->trusted_views = b->trusted && (level & IDX_DEC_TRUSTED_VIEWS);
     b->cached = (level & IDX_DEC_CACHED) != 0;
     b->checked = 0;
-    level &= ~(IDX_DEC_TRUSTED | IDX_DEC_CACHED);
+    level &= ~(IDX_DEC_TRUSTED | IDX_DEC_TRUSTED_VIEWS | IDX_DEC_CACHED);
     l->n = 0;
     if (!head_read(&p, end, &h))
         goto bad;

@@ -122,13 +122,17 @@ int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
 
 /* How much of a block is decoded: ids; views and tfs; positions. */
 enum { IDX_DEC_IDS = 0, IDX_DEC_VIEWS = 1, IDX_DEC_POS = 2 };
-/* OR'ed into idx_block_decode's level: an earlier decode of the same bytes
- * checked every stream's size (idx_block_checked), so this one does not. */
+/* OR'ed into idx_block_decode's level (what idx_block_trust said of an
+ * earlier decode of the same bytes): every stream's size was checked, so
+ * this decode does not check them (TRUSTED); the views' checks passed too
+ * (columns in range and ascending, the block's summaries), so it skips
+ * those (TRUSTED_VIEWS, with TRUSTED). */
 #define IDX_DEC_TRUSTED 0x100
+#define IDX_DEC_TRUSTED_VIEWS 0x200
 /* OR'ed into it: the bytes are kept (a cache's), so that a decode a
  * document at a time checks the position stream's size whole as well,
  * for the later decodes to be trusted. */
-#define IDX_DEC_CACHED 0x200
+#define IDX_DEC_CACHED 0x400
 /* A block is decoded whole, positions included, once a reader looks at
  * one in IDX_BLOCK_WHOLE of its documents (fewer: a document at a time). */
 #define IDX_BLOCK_WHOLE 16
@@ -169,6 +173,7 @@ typedef struct idx_block {   /* its buffers: see idx_block_recycle() */
     uint32_t fcap;
     uint32_t npos;         /* the views' tfs summed (decode_views) */
     bool trusted;          /* decoded with IDX_DEC_TRUSTED */
+    bool trusted_views;    /* and IDX_DEC_TRUSTED_VIEWS */
     bool cached;           /* decoded with IDX_DEC_CACHED */
     uint8_t checked;       /* the streams whose sizes were checked (bits of
                               idx_codec.c's CK_*) */
@@ -181,16 +186,18 @@ void idx_block_free(idx_block *b);
 void idx_block_recycle(idx_block *b);
 /** The bytes its buffers hold. */
 size_t idx_block_bytes(const idx_block *b);
-/** True when every stream of the block's bytes has had its size checked
- *  (by this decode or, trusted, an earlier one): a later decode of the
- *  same bytes may pass IDX_DEC_TRUSTED. */
-bool idx_block_checked(const idx_block *b);
+/** The trust (IDX_DEC_TRUSTED, with IDX_DEC_TRUSTED_VIEWS, or 0) a later
+ *  decode of the same bytes may be given after this one: TRUSTED once
+ *  every stream's size was checked (by this decode or, trusted, an earlier
+ *  one), TRUSTED_VIEWS once the views' checks passed as well. */
+int idx_block_trust(const idx_block *b);
 /** The span (last id - first id), max_tf and column mask of a stored
  *  block from its header alone; false if the header is damaged. */
 bool idx_block_peek(const char *buf, size_t len, uint32_t *span,
                     uint32_t *max_tf, uint64_t *colmask);
-/** Decode a stored block whose first id is @p first, up to @p level (with
- *  IDX_DEC_TRUSTED: the streams' sizes go unchecked); @p ncols: the term's
+/** Decode a stored block whose first id is @p first, up to @p level (and
+ *  the IDX_DEC_TRUSTED* flags: the checks they name are skipped); @p ncols:
+ *  the term's
  *  column table size (views must index it).  KVFTS_ECORRUPT on any
  *  inconsistency. */
 int idx_block_decode(idx_block *b, uint32_t first, const char *buf,

@@ -168,8 +168,8 @@ typedef struct bterm {
     uint32_t n;            /* block records */
     uint32_t *at;          /* n + 1 offsets */
     kv_buf buf;
-    uint8_t *ok;           /* per record: every stream's size checked once
-                              (idx_block_checked; NULL: none kept) */
+    uint8_t *ok;           /* per record: what its decodes checked
+                              (idx_block_trust >> 8; NULL: none kept) */
     uint32_t users;        /* segment cursors walking it */
     uint64_t used;         /* the cache's reader count at its last walk */
 } bterm;
@@ -942,14 +942,16 @@ typedef struct segcur {
     uint32_t blk_rec;
 } segcur;
 
-/* Done with sc's block: when it came from the cache and every stream of
- * it was checked, the record is marked so that its next decodes skip the
- * checks (IDX_DEC_TRUSTED). */
+/* Done with sc's block: when it came from the cache, the record keeps what
+ * the decodes checked (idx_block_trust), so that its next decodes skip
+ * those checks. */
 static void bt_mark_checked(segcur *sc)
 {
-    if (sc->blk_bt && sc->bt && sc->bt->ok && sc->blk_rec < sc->bt->n &&
-        idx_block_checked(&sc->blk))
-        sc->bt->ok[sc->blk_rec] = 1;
+    if (sc->blk_bt && sc->bt && sc->bt->ok && sc->blk_rec < sc->bt->n) {
+        uint8_t t = (uint8_t)(idx_block_trust(&sc->blk) >> 8);
+        if (t > sc->bt->ok[sc->blk_rec])
+            sc->bt->ok[sc->blk_rec] = t;
+    }
     sc->blk_bt = false;
 }
 
@@ -1117,12 +1119,12 @@ static int load_ext(segcur *sc, int rc, bool *end, bool *skipped, kv_err *err)
     sc->have_blk = true;
     sc->gen++;
     bt_mark_checked(sc);                 /* the block this one replaces */
-    bool trusted = sc->bt && sc->bt->ok && sc->bi < sc->bt->n &&
-                   sc->bt->ok[sc->bi];
+    int trust = sc->bt && sc->bt->ok && sc->bi < sc->bt->n
+                ? (int)sc->bt->ok[sc->bi] << 8 : 0;
     sc->blk_bt = sc->bt != NULL;
     sc->blk_rec = sc->bi;
     return idx_block_decode(&sc->blk, first, v, vl, sc->e.ncols,
-                            IDX_DEC_IDS | (trusted ? IDX_DEC_TRUSTED : 0) |
+                            IDX_DEC_IDS | trust |
                             (sc->bt ? IDX_DEC_CACHED : 0), err);
 }
 

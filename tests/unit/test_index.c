@@ -555,7 +555,7 @@ static void test_block_corruption(void **state)
     idx_block_init(&t);
     kv_buf buf = KV_BUF_INIT, scratch = KV_BUF_INIT;
     kv_err err = KV_ERR_INIT;
-    unsigned accepted = 0, refused = 0, trusted = 0, bydoc = 0;
+    unsigned accepted = 0, refused = 0, trusted[2] = { 0, 0 }, bydoc = 0;
     for (int iter = 0; iter < 60; iter++) {
         uint32_t n = 1 + rnd(IDX_BLOCK_DOCS);
         uint32_t ncols = ncols_choice[rnd(4)];
@@ -587,22 +587,29 @@ static void test_block_corruption(void **state)
                 refused++;
             else
                 accepted++;
-            assert_true(rc || idx_block_checked(&w));
-            /* Decoded a document at a time from a cache's bytes: once
-             * idx_block_checked says so, a trusted decode (its streams'
-             * sizes unchecked) takes exactly what the checked one does,
-             * within bounds. */
-            uint32_t i = rnd(d.l.n ? d.l.n : 1);
-            idx_block_recycle(&d);     /* not dense: by document */
-            if (idx_block_decode(&d, l.ids[0], copy, len, ncols,
-                                 IDX_DEC_IDS | IDX_DEC_CACHED, &err) == 0 &&
-                idx_block_need_doc(&d, i < d.l.n ? i : 0, &err) == 0 &&
-                idx_block_checked(&d)) {
-                trusted++;
+            assert_true(rc || idx_block_trust(&w) ==
+                                  (IDX_DEC_TRUSTED | IDX_DEC_TRUSTED_VIEWS));
+            /* Decoded from a cache's bytes a document at a time, or whole:
+             * what idx_block_trust then grants, a decode of the
+             * same bytes given it (those checks skipped) ends as the
+             * checked whole decode did, with the same lists, within
+             * bounds. */
+            for (int how = 0; how < 2; how++) {
+                uint32_t i = rnd(d.l.n ? d.l.n : 1);
+                idx_block_recycle(&d);     /* not dense: by document */
+                int drc = idx_block_decode(&d, l.ids[0], copy, len, ncols,
+                                           (how ? IDX_DEC_POS : IDX_DEC_IDS) |
+                                           IDX_DEC_CACHED, &err);
+                if (!drc && how == 0)
+                    (void)idx_block_need_doc(&d, i < d.l.n ? i : 0, &err);
+                /* (as the reader marks a block: failed or not) */
+                int trust = idx_block_trust(&d);
+                if (!trust)
+                    continue;
+                trusted[how]++;
                 bydoc += d.bydoc;
                 int trc = idx_block_decode(&t, l.ids[0], copy, len, ncols,
-                                           IDX_DEC_POS | IDX_DEC_TRUSTED,
-                                           &err);
+                                           IDX_DEC_POS | trust, &err);
                 assert_int_equal(trc, rc);
                 if (!rc)
                     assert_same_docs(&t.l, 0, t.l.n, &w.l, IDX_DEC_POS);
@@ -634,7 +641,8 @@ static void test_block_corruption(void **state)
                                           ncols, IDX_DEC_IDS, &err),
                          KVFTS_ECORRUPT);
     }
-    assert_true(refused > 0 && accepted > 0 && trusted > 0 && bydoc > 0);
+    assert_true(refused > 0 && accepted > 0 && trusted[0] > 0 &&
+                trusted[1] > 0 && bydoc > 0);
     idx_plist_free(&l);
     idx_block_free(&d);
     idx_block_free(&w);
