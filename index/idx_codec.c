@@ -872,20 +872,22 @@ static bool pwalk_phrase(idx_phrase_term *t, size_t n)
     return false;
 }
 
-/* Whether start positions of the view at pa[ka..ea) (positions if ca, else
- * gaps) plus d are positions of the view at pb[kb..eb): both walked once,
- * in step.  Damage (positions not increasing) is ORed into *bada, *badb. */
-static inline bool pair_hit(const uint32_t *pa, uint32_t ka, uint32_t ea,
-                            bool ca, const uint32_t *pb, uint32_t kb,
-                            uint32_t eb, bool cb, uint64_t d, bool *bada,
-                            bool *badb)
+/* How many start positions of the view at pa[ka..ea) (positions if ca,
+ * else gaps) plus d are positions of the view at pb[kb..eb): all of them,
+ * or (all false) whether one is.  Both walked once, in step.  Damage
+ * (positions not increasing) is ORed into *bada, *badb. */
+static inline uint32_t pair_hit(const uint32_t *pa, uint32_t ka, uint32_t ea,
+                                bool ca, const uint32_t *pb, uint32_t kb,
+                                uint32_t eb, bool cb, uint64_t d, bool all,
+                                bool *bada, bool *badb)
 {
     const uint32_t sa = ka;
-    bool ba = false, bb = false, hit = false;
+    bool ba = false, bb = false;
+    uint32_t hits = 0;
     if (kb == eb)
-        return false;
+        return 0;
     uint32_t va = 0, vb = pb[kb++];     /* a first gap is a position */
-    while (!hit && ka < ea) {
+    while ((all || !hits) && ka < ea) {
         uint32_t g = pa[ka], next = ca ? g : va + g;
         ba |= ka != sa && next <= va;
         va = next;
@@ -900,11 +902,11 @@ static inline bool pair_hit(const uint32_t *pa, uint32_t ka, uint32_t ea,
         }
         if (vb < want)
             break;                       /* no later start can match */
-        hit = vb == want;
+        hits += vb == want;
     }
     *bada |= ba;
     *badb |= bb;
-    return hit;
+    return hits;
 }
 
 /* pwalk_phrase of two terms, the usual phrase, with the walks' state in
@@ -914,8 +916,8 @@ static inline bool pair_hit(const uint32_t *pa, uint32_t ka, uint32_t ea,
 static bool pwalk_pair(idx_phrase_term *a, idx_phrase_term *b)
 {
     return pair_hit(a->b->l.pos, a->wk, a->we, a->wconv, b->b->l.pos, b->wk,
-                    b->we, b->wconv, (uint64_t)b->off - a->off, &a->bad,
-                    &b->bad);
+                    b->we, b->wconv, (uint64_t)b->off - a->off, false,
+                    &a->bad, &b->bad) != 0;
 }
 
 /* Whether the documents the terms are at (t[i].at) hold the phrase: per
@@ -1019,7 +1021,7 @@ uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
  * blocks' arrays in locals: through t[] every step reloaded them, a chain
  * of loads per view matched (on largevocab's "ka ka", most of the time
  * went to matching the second term's view to the first's). */
-static uint64_t blocks_pair(idx_phrase_term *t, uint32_t m)
+static uint64_t blocks_pair(idx_phrase_term *t, uint32_t m, uint32_t *pf)
 {
     const idx_block *ba = t[0].b, *bb = t[1].b;
     const uint32_t *vsa = ba->l.vstart, *vca = ba->l.vcol, *fa = t[0].fid;
@@ -1036,8 +1038,9 @@ static uint64_t blocks_pair(idx_phrase_term *t, uint32_t m)
     for (uint32_t j = 0; j < m; j++) {
         uint32_t x = ia[j], y = ib[j];
         uint32_t k = vsb[y], e = vsb[y + 1];
-        bool ca = alla || cva[x], cb = allb || cvb[y], hit = false;
-        for (uint32_t a = vsa[x]; !hit && a < vsa[x + 1]; a++) {
+        bool ca = alla || cva[x], cb = allb || cvb[y];
+        uint32_t hits = 0;
+        for (uint32_t a = vsa[x]; (pf || !hits) && a < vsa[x + 1]; a++) {
             uint32_t f = fa[vca[a]];
             if (!f)
                 continue;                        /* not selected */
@@ -1046,10 +1049,12 @@ static uint64_t blocks_pair(idx_phrase_term *t, uint32_t m)
             if (k == e)
                 break;
             if (fb[vcb[k]] == f)
-                hit = pair_hit(pa, poa[a], poa[a + 1], ca, pb, pob[k],
-                               pob[k + 1], cb, d, &bada, &badb);
+                hits += pair_hit(pa, poa[a], poa[a + 1], ca, pb, pob[k],
+                                 pob[k + 1], cb, d, pf != NULL, &bada, &badb);
         }
-        found += hit;
+        if (pf)
+            pf[j] = hits;
+        found += hits != 0;
     }
     t[0].bad |= bada;
     t[1].bad |= badb;
@@ -1058,21 +1063,21 @@ static uint64_t blocks_pair(idx_phrase_term *t, uint32_t m)
 
 /* The walk of pwalk_phrase over views whose state is in local arrays:
  * term i's positions at ps[i][wk[i]..we[i]) (positions if cv[i], else
- * gaps), wanted at the first term's start plus d[i]. */
-#define MULTI_MAX 8
-static bool multi_hit(size_t n, const uint32_t *const *ps, uint32_t *wk,
-                      const uint32_t *we, const bool *cv, const uint64_t *d,
-                      bool *bad)
+ * gaps), wanted at the first term's start plus d[i].  How many starts
+ * match: all, or (all false) whether one does. */
+static uint32_t multi_hit(size_t n, const uint32_t *const *ps, uint32_t *wk,
+                          const uint32_t *we, const bool *cv,
+                          const uint64_t *d, bool all, bool *bad)
 {
-    uint32_t val[MULTI_MAX];
+    uint32_t val[IDX_PHRASE_LOCAL], hits = 0;
     for (size_t i = 1; i < n; i++) {
         if (wk[i] == we[i])
-            return false;
+            return 0;
         val[i] = ps[i][wk[i]++];        /* a first gap is a position */
     }
     const uint32_t *p0 = ps[0];
     uint32_t k = wk[0], s = k, va = 0;
-    while (k < we[0]) {
+    while ((all || !hits) && k < we[0]) {
         uint32_t g = p0[k], next = cv[0] ? g : va + g;
         bad[0] |= k != s && next <= va;
         va = next;
@@ -1082,7 +1087,7 @@ static bool multi_hit(size_t n, const uint32_t *const *ps, uint32_t *wk,
             uint64_t want = va + d[i];
             while (val[i] < want) {
                 if (wk[i] == we[i])
-                    return false;       /* no later start can match */
+                    return hits;        /* no later start can match */
                 g = ps[i][wk[i]++];
                 next = cv[i] ? g : val[i] + g;
                 bad[i] |= next <= val[i];
@@ -1090,20 +1095,20 @@ static bool multi_hit(size_t n, const uint32_t *const *ps, uint32_t *wk,
             }
             match = val[i] == want;
         }
-        if (match)
-            return true;
+        hits += match;
     }
-    return false;
+    return hits;
 }
 
-/* blocks_pair for 3 to MULTI_MAX terms. */
-static uint64_t blocks_multi(idx_phrase_term *t, size_t n, uint32_t m)
+/* blocks_pair for 3 to IDX_PHRASE_LOCAL terms. */
+static uint64_t blocks_multi(idx_phrase_term *t, size_t n, uint32_t m,
+                             uint32_t *pf)
 {
-    const uint32_t *vs[MULTI_MAX], *vc[MULTI_MAX], *fd[MULTI_MAX];
-    const uint32_t *po[MULTI_MAX], *ps[MULTI_MAX], *ix[MULTI_MAX];
-    const uint8_t *cvt[MULTI_MAX];
-    bool all[MULTI_MAX], bad[MULTI_MAX], cv[MULTI_MAX];
-    uint64_t d[MULTI_MAX], found = 0;
+    const uint32_t *vs[IDX_PHRASE_LOCAL], *vc[IDX_PHRASE_LOCAL], *fd[IDX_PHRASE_LOCAL];
+    const uint32_t *po[IDX_PHRASE_LOCAL], *ps[IDX_PHRASE_LOCAL], *ix[IDX_PHRASE_LOCAL];
+    const uint8_t *cvt[IDX_PHRASE_LOCAL];
+    bool all[IDX_PHRASE_LOCAL], bad[IDX_PHRASE_LOCAL], cv[IDX_PHRASE_LOCAL];
+    uint64_t d[IDX_PHRASE_LOCAL], found = 0;
     for (size_t i = 0; i < n; i++) {
         const idx_block *b = t[i].b;
         vs[i] = b->l.vstart;
@@ -1118,16 +1123,17 @@ static uint64_t blocks_multi(idx_phrase_term *t, size_t n, uint32_t m)
         d[i] = (uint64_t)t[i].off - t[0].off;
     }
     for (uint32_t j = 0; j < m; j++) {
-        uint32_t at[MULTI_MAX], k[MULTI_MAX], e[MULTI_MAX];
-        uint32_t wk[MULTI_MAX], we[MULTI_MAX];
+        uint32_t at[IDX_PHRASE_LOCAL], k[IDX_PHRASE_LOCAL], e[IDX_PHRASE_LOCAL];
+        uint32_t wk[IDX_PHRASE_LOCAL], we[IDX_PHRASE_LOCAL];
         for (size_t i = 0; i < n; i++) {
             at[i] = ix[i][j];
             k[i] = vs[i][at[i]];
             e[i] = vs[i][at[i] + 1];
             cv[i] = all[i] || cvt[i][at[i]];
         }
-        bool hit = false, left = true;
-        for (uint32_t a = k[0]; !hit && left && a < e[0]; a++) {
+        uint32_t hits = 0;
+        bool left = true;
+        for (uint32_t a = k[0]; (pf || !hits) && left && a < e[0]; a++) {
             uint32_t f = fd[0][vc[0][a]];
             if (!f)
                 continue;                        /* not selected */
@@ -1146,9 +1152,11 @@ static uint64_t blocks_multi(idx_phrase_term *t, size_t n, uint32_t m)
                 wk[i] = po[i][k[i]];
                 we[i] = po[i][k[i] + 1];
             }
-            hit = multi_hit(n, ps, wk, we, cv, d, bad);
+            hits += multi_hit(n, ps, wk, we, cv, d, pf != NULL, bad);
         }
-        found += hit;
+        if (pf)
+            pf[j] = hits;
+        found += hits != 0;
     }
     for (size_t i = 0; i < n; i++)
         t[i].bad |= bad[i];
@@ -1156,14 +1164,17 @@ static uint64_t blocks_multi(idx_phrase_term *t, size_t n, uint32_t m)
 }
 
 int idx_blocks_phrase(idx_phrase_term *t, size_t n, uint32_t m,
-                      uint64_t *count, kv_err *err)
+                      uint32_t *pf, uint64_t *count, kv_err *err)
 {
     uint64_t found = 0;
     for (size_t i = 0; i < n; i++)
         t[i].bad = false;
-    bool local = n >= 2 && n <= MULTI_MAX;
+    bool local = n >= 2 && n <= IDX_PHRASE_LOCAL;
+    if (pf && !local)
+        return kv_seterr(err, KVFTS_ERROR, "phrase frequencies of %zu "
+                         "terms from blocks", n);
     if (local)
-        found = n == 2 ? blocks_pair(t, m) : blocks_multi(t, n, m);
+        found = n == 2 ? blocks_pair(t, m, pf) : blocks_multi(t, n, m, pf);
     for (uint32_t j = 0; !local && j < m; j++) {
         for (size_t i = 0; i < n; i++)
             t[i].at = t[i].idx[j];

@@ -239,10 +239,13 @@ typedef struct idx_phrase_term {
 uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
                            uint32_t m, uint32_t *keep, uint16_t *map);
 /** Add to *@p count the m documents kept by idx_blocks_common that hold
- *  the phrase in one field.  The blocks have their views and gaps decoded
+ *  the phrase in one field; with @p pf, also each one's phrase frequency
+ *  (pf[j]: occurrences in all its fields, 0 if none), which needs 2 to
+ *  IDX_PHRASE_LOCAL terms.  The blocks have their views and gaps decoded
  *  (idx_block_need_gaps). */
+#define IDX_PHRASE_LOCAL 8
 int idx_blocks_phrase(idx_phrase_term *t, size_t n, uint32_t m,
-                      uint64_t *count, kv_err *err);
+                      uint32_t *pf, uint64_t *count, kv_err *err);
 /** True when document @p i's positions are decoded. */
 bool idx_block_has_positions(const idx_block *b, uint32_t i);
 /** True when document @p i's views (columns, tfs) are decoded. */

@@ -1861,7 +1861,8 @@ const idx_view *idx_postings_views(idx_postings *p, uint32_t *n)
 #define PHRASE_STACK 8
 int idx_postings_phrase(idx_postings *const *p, const size_t *first,
                         const uint32_t *offs, size_t n, uint32_t *cand,
-                        uint32_t *m, uint64_t *count, bool *ok, kv_err *err)
+                        uint32_t *m, uint32_t *pf, uint64_t *count, bool *ok,
+                        kv_err *err)
 {
     idx_phrase_term stack[PHRASE_STACK];
     idx_phrase_term *t = n <= PHRASE_STACK ? stack
@@ -1870,6 +1871,8 @@ int idx_postings_phrase(idx_postings *const *p, const size_t *first,
     *ok = false;
     if (!t)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    if (pf && (n < 2 || n > IDX_PHRASE_LOCAL))
+        goto out;                   /* the blocks count, but no more */
     for (size_t i = 0; i < n; i++) {
         segcur *sc = p[i]->at;
         if ((rc = p[i]->rc)) {
@@ -1902,7 +1905,7 @@ int idx_postings_phrase(idx_postings *const *p, const size_t *first,
         if (!t[i].dup)
             rc = idx_block_need_gaps(&p[i]->at->blk, err);
     if (!rc)
-        rc = idx_blocks_phrase(t, n, *m, count, err);
+        rc = idx_blocks_phrase(t, n, *m, pf, count, err);
     *ok = !rc;
     for (size_t i = 0; rc && i < n; i++)   /* every cursor keeps it */
         fail(p[i], rc, err);

@@ -844,6 +844,12 @@ typedef struct phrase_it {
     uint32_t *nviews, *vat;  /* their count; where the walk of them is */
     size_t qpos;          /* for messages */
     const char *fname;    /* borrowed from the plan */
+    /* Walked by next (phrase_round): a round of blocks' matches at a time,
+     * their ids in cand.v[0..rn) and phrase frequencies in rpf, served
+     * from ri on; the round covers ids up to rlast. */
+    idbuf cand, rpf;
+    uint32_t rlast;
+    size_t rn, ri;
 } phrase_it;
 
 /* Occurrences of the phrase at the positions ph->pos[i] (npos[i] each). */
@@ -940,15 +946,16 @@ uint64_t qry_test_phrase_block_rounds(void)
 
 /* Count the candidates cand[0..*m) holding the phrase from the terms'
  * current blocks (idx_postings_phrase), which first cuts them to those in
- * every block: no iterator moves per candidate.  *done false: the blocks
- * are not to be had so (the caller goes candidate by candidate over the
- * cut ones). */
+ * every block: no iterator moves per candidate; with pf, each one's phrase
+ * frequency too.  *done false: the blocks are not to be had so (the caller
+ * goes candidate by candidate over the cut ones). */
 static int phrase_count_blocks(phrase_it *ph, uint32_t *cand, size_t *m,
-                               uint64_t *total, bool *done, kv_err *err)
+                               uint32_t *pf, uint64_t *total, bool *done,
+                               kv_err *err)
 {
     uint32_t n = (uint32_t)*m;
     int rc = idx_postings_phrase(ph->p, ph->first, ph->offs, ph->n, cand,
-                                 &n, total, done, err);
+                                 &n, pf, total, done, err);
     *m = n;
     block_rounds += !rc && *done;
     return rc;
@@ -990,20 +997,51 @@ static int phrase_align(phrase_it *ph, uint32_t target, kv_err *err)
     }
 }
 
+static int phrase_round(phrase_it *ph, uint32_t target, kv_err *err);
+
+/* The round's next match (phrase_round) as the current one. */
+static int round_next(phrase_it *ph)
+{
+    ph->base.docid = ph->cand.v[ph->ri];
+    ph->pf = ph->rpf.v[ph->ri++];
+    return QRY_OK;
+}
+
 static int phrase_next(qry_iter *it, kv_err *err)
 {
+    phrase_it *ph = (phrase_it *)it;
     if (it->eof)
         return QRY_EOF;
+    if (ph->ri < ph->rn)
+        return round_next(ph);
     if (it->docid == UINT32_MAX)
         return at_eof(it);
-    return phrase_align((phrase_it *)it, it->docid + 1, err);
+    return phrase_round(ph, it->docid + 1, err);
 }
 
 static int phrase_skip(qry_iter *it, uint32_t docid, kv_err *err)
 {
+    phrase_it *ph = (phrase_it *)it;
     if (it->eof || (it->docid && it->docid >= docid))
         return landed(it, docid);
-    int rc = phrase_align((phrase_it *)it, docid, err);
+    uint32_t from = docid;
+    if (ph->ri < ph->rn && docid <= ph->rlast) {
+        /* within the round: its first match at or after docid, or none
+         * up to its end */
+        while (ph->ri < ph->rn && ph->cand.v[ph->ri] < docid)
+            ph->ri++;
+        if (ph->ri < ph->rn) {
+            round_next(ph);
+            return landed(it, docid);
+        }
+        if (ph->rlast == UINT32_MAX) {
+            ph->rn = 0;
+            return at_eof(it);
+        }
+        from = ph->rlast + 1;
+    }
+    ph->rn = ph->ri = 0;
+    int rc = phrase_align(ph, from, err);
     return rc < 0 ? rc : landed(it, docid);
 }
 
@@ -1019,8 +1057,8 @@ static int phrase_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
     return rc;
 }
 
-/* Count by rounds of blocks: every term skips to the lead's candidate; the
- * round covers ids up to the smallest last id of their loaded blocks
+/* Rounds of blocks: every term skips to the lead's candidate; the round
+ * covers ids up to the smallest last id of their loaded blocks
  * (idx_postings_block_last), so the candidates lie in blocks every term
  * has loaded, and checking their positions moves no term to another
  * block.  When the lead has many ids in the round, they are checked in
@@ -1033,72 +1071,112 @@ static int phrase_score(qry_iter *it, qry_ctx *cx, double *sum, kv_err *err)
  * decoding a dense block by document for one id or two: measured over
  * the Debian catalog's, GCIDE's and largevocab's phrases, 4 lost least
  * ("in the plural" 0.95 ms with 0, 0.82 with 4 or 8; largevocab's "ka pi"
- * 1.60 with 0 or 4, 2.0 with 8). */
+ * 1.60 with 0 or 4, 2.0 with 8).  A count and a ranking walk (next) go
+ * by rounds alike; a skip_to past the round goes by posting
+ * (phrase_align), as an AND's rarer kid asks for few of the phrase's
+ * ids. */
 #define PHRASE_FEW 4
+
+/* The candidates of the round at the lead's posting into b->v[0..*m): the
+ * lead's run up to *bound, cut by the other terms' runs. */
+static int round_candidates(phrase_it *ph, idbuf *b, size_t *m,
+                            uint32_t *bound, kv_err *err)
+{
+    idx_postings *lead = ph->p[ph->order[0]];
+    uint32_t target = idx_postings_docid(lead);
+    int rc = KVFTS_OK;
+    *m = 0;
+    *bound = UINT32_MAX;
+    for (size_t k = 1; !rc && k < ph->u; k++)
+        rc = idx_postings_skip_to(ph->p[ph->order[k]], target, err);
+    if (rc)
+        return rc;
+    for (size_t k = 0; k < ph->u; k++) {
+        uint32_t l = idx_postings_block_last(ph->p[ph->order[k]]);
+        if (l < *bound)
+            *bound = l;
+    }
+    /* the lead's run up to bound, then each other term's */
+    const uint32_t *r;
+    uint32_t rn;
+    size_t n = 0;
+    rc = idx_postings_run(lead, &r, &rn, err);
+    if (!rc)
+        rc = idbuf_reserve(b, rn, err);
+    if (rc)
+        return rc;
+    while (n < rn && r[n] <= *bound) {
+        b->v[n] = r[n];
+        n++;
+    }
+    for (size_t k = 1; n > PHRASE_FEW && k < ph->u; k++) {
+        idx_postings *p = ph->p[ph->order[k]];
+        if (idx_postings_plain(p, b->v[0], b->v[n - 1]))
+            continue;     /* the blocks tell (idx_postings_phrase) */
+        if ((rc = idx_postings_run(p, &r, &rn, err)))
+            return rc;
+        size_t o = 0, j = 0;
+        uint32_t x = 0;
+        while (j < n && x < rn) {          /* without branches: the ids */
+            uint32_t a = b->v[j], y = r[x];  /* are about as dense */
+            b->v[o] = a;
+            o += a == y;
+            j += a <= y;
+            x += y <= a;
+        }
+        n = o;
+    }
+    *m = n;
+    return KVFTS_OK;
+}
+
+/* The round's candidates b->v[0..*m) holding the phrase: counted into
+ * *total; with pf (room for *m), the matches kept in b->v[0..*m) and
+ * their phrase frequencies in pf. */
+static int round_check(phrase_it *ph, idbuf *b, size_t *m, uint32_t *pf,
+                       uint64_t *total, kv_err *err)
+{
+    bool done = false;
+    int rc = *m > PHRASE_FEW
+             ? phrase_count_blocks(ph, b->v, m, pf, total, &done, err)
+             : KVFTS_OK;
+    size_t o = 0;
+    for (size_t j = 0; !rc && j < *m; j++) {
+        uint32_t f = done ? (pf ? pf[j] : 0) : 0;
+        bool every = !done;
+        for (size_t k = 0; !rc && every && k < ph->u; k++) {
+            rc = idx_postings_skip_to(ph->p[ph->order[k]], b->v[j], err);
+            every = !rc &&
+                    idx_postings_docid(ph->p[ph->order[k]]) == b->v[j];
+        }
+        if (!rc && every) {
+            rc = phrase_count(ph, pf != NULL, &f, err);
+            *total += f != 0;
+        }
+        if (pf && f) {
+            b->v[o] = b->v[j];
+            pf[o++] = f;
+        }
+    }
+    if (pf)
+        *m = o;
+    /* a term's postings ended: no later candidate holds the phrase (the
+     * next round finds the end) */
+    return rc == KVFTS_ITEROVER ? KVFTS_OK : rc;
+}
+
 static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
 {
     phrase_it *ph = (phrase_it *)it;
     idx_postings *lead = ph->p[ph->order[0]];
-    idbuf b = { NULL, 0 };
     uint64_t total = 0;
     int rc = idx_postings_next(lead, err);
     while (rc == KVFTS_OK) {
-        uint32_t target = idx_postings_docid(lead), bound = UINT32_MAX;
-        for (size_t k = 1; !rc && k < ph->u; k++)
-            rc = idx_postings_skip_to(ph->p[ph->order[k]], target, err);
-        if (rc)
-            break;
-        for (size_t k = 0; k < ph->u; k++) {
-            uint32_t l = idx_postings_block_last(ph->p[ph->order[k]]);
-            if (l < bound)
-                bound = l;
-        }
-        /* the lead's run up to bound, then each other term's */
-        const uint32_t *r;
-        uint32_t rn;
-        size_t m = 0;
-        rc = idx_postings_run(lead, &r, &rn, err);
+        uint32_t bound;
+        size_t m;
+        rc = round_candidates(ph, &ph->cand, &m, &bound, err);
         if (!rc)
-            rc = idbuf_reserve(&b, rn, err);
-        if (rc)
-            break;
-        while (m < rn && r[m] <= bound) {
-            b.v[m] = r[m];
-            m++;
-        }
-        for (size_t k = 1; m > PHRASE_FEW && k < ph->u; k++) {
-            idx_postings *p = ph->p[ph->order[k]];
-            if (idx_postings_plain(p, b.v[0], b.v[m - 1]))
-                continue;     /* the blocks tell (idx_postings_phrase) */
-            if ((rc = idx_postings_run(p, &r, &rn, err)))
-                break;
-            size_t o = 0, j = 0;
-            uint32_t x = 0;
-            while (j < m && x < rn) {      /* without branches: the ids */
-                uint32_t a = b.v[j], y = r[x];   /* are about as dense */
-                b.v[o] = a;
-                o += a == y;
-                j += a <= y;
-                x += y <= a;
-            }
-            m = o;
-        }
-        bool done = false;
-        if (m > PHRASE_FEW &&
-            (rc = phrase_count_blocks(ph, b.v, &m, &total, &done, err)))
-            break;
-        for (size_t j = 0; !done && !rc && j < m; j++) {
-            bool every = true;
-            for (size_t k = 0; !rc && every && k < ph->u; k++) {
-                rc = idx_postings_skip_to(ph->p[ph->order[k]], b.v[j], err);
-                every = !rc &&
-                        idx_postings_docid(ph->p[ph->order[k]]) == b.v[j];
-            }
-            uint32_t pf = 0;
-            if (!rc && every)
-                rc = phrase_count(ph, false, &pf, err);
-            total += pf != 0;
-        }
+            rc = round_check(ph, &ph->cand, &m, NULL, &total, err);
         if (rc)
             break;
         if (bound == UINT32_MAX) {
@@ -1107,11 +1185,45 @@ static int phrase_count_all(qry_iter *it, uint64_t *n, kv_err *err)
         }
         rc = idx_postings_skip_to(lead, bound + 1, err);
     }
-    kv_free(b.v);
     if (rc != KVFTS_ITEROVER)
         return rc ? rc : kv_seterr(err, KVFTS_ERROR, "query: phrase count");
     *n = total;
     return KVFTS_OK;
+}
+
+/* The next round holding a match at or after target, its first match the
+ * current one (next serves the rest). */
+static int phrase_round(phrase_it *ph, uint32_t target, kv_err *err)
+{
+    idx_postings *lead = ph->p[ph->order[0]];
+    ph->rn = ph->ri = 0;
+    for (;;) {
+        uint32_t bound = UINT32_MAX;
+        size_t m = 0;
+        uint64_t total = 0;
+        int rc = idx_postings_skip_to(lead, target, err);
+        if (!rc)
+            rc = round_candidates(ph, &ph->cand, &m, &bound, err);
+        if (!rc && m)
+            rc = idbuf_reserve(&ph->rpf, m, err);
+        if (!rc && m)
+            rc = round_check(ph, &ph->cand, &m, ph->rpf.v, &total, err);
+        if (rc == KVFTS_ITEROVER)
+            return at_eof(&ph->base);
+        if (rc)
+            return rc;
+        if (m) {
+            ph->rn = m;
+            ph->ri = 1;
+            ph->rlast = bound;
+            ph->base.docid = ph->cand.v[0];
+            ph->pf = ph->rpf.v[0];
+            return QRY_OK;
+        }
+        if (bound == UINT32_MAX)
+            return at_eof(&ph->base);
+        target = bound + 1;
+    }
 }
 
 /* The phrase frequency is at most any of its terms' tf in the field: at
@@ -1145,6 +1257,8 @@ static void phrase_free(qry_iter *it)
     kv_free(ph->views);
     kv_free(ph->nviews);
     kv_free(ph->vat);
+    kv_free(ph->cand.v);
+    kv_free(ph->rpf.v);
     kv_free(ph);
 }
 
@@ -1507,13 +1621,24 @@ typedef struct and_it {
     size_t nneg;
 } and_it;
 
+/* skip_to(target) of a kid; one standing just before target moves by next,
+ * the same move, which an iterator may serve cheaper (a phrase from the
+ * round of blocks it checked at once). */
+static int kid_skip(qry_iter *k, uint32_t target, kv_err *err)
+{
+    if (k->eof || k->docid == UINT32_MAX || k->docid + 1 != target)
+        return k->skip_to(k, target, err);
+    int rc = k->next(k, err);
+    return rc < 0 ? rc : landed(k, target);
+}
+
 static int and_align(and_it *a, uint32_t target, kv_err *err)
 {
     for (;;) {
         size_t i;
         for (i = 0; i < a->npos; i++) {
             qry_iter *k = a->pos[i];
-            int rc = k->skip_to(k, target, err);
+            int rc = kid_skip(k, target, err);
             if (rc < 0)
                 return rc;
             if (rc == QRY_EOF)

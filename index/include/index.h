@@ -266,11 +266,15 @@ const idx_view *idx_postings_views(idx_postings *p, uint32_t *n);
  *  they are cut, in place, to those every block has (*@p m: how many);
  *  those holding the phrase are added to *@p count.  No cursor moves, and
  *  positions are read as stored, only as far as a candidate needs them.
+ *  With @p pf (room for *@p m), also each kept candidate's phrase
+ *  frequency, 0 when it does not hold the phrase (as a ranking needs it).
  *  *@p ok false (nothing counted; the caller goes by posting,
- *  idx_postings_need) when a block has no positions. */
+ *  idx_postings_need) when a block has no positions, or for pf when the
+ *  phrase has more than 8 terms. */
 int idx_postings_phrase(idx_postings *const *p, const size_t *first,
                         const uint32_t *offs, size_t n, uint32_t *cand,
-                        uint32_t *m, uint64_t *count, bool *ok, kv_err *err);
+                        uint32_t *m, uint32_t *pf, uint64_t *count, bool *ok,
+                        kv_err *err);
 /** Upper bound of the tf in the current block (block-max pruning), and
  *  the block's last doc id. */
 uint32_t idx_postings_block_max_tf(const idx_postings *p);

@@ -202,7 +202,7 @@ static void fuzz_phrase(uint32_t first, uint32_t ncols, const char *rec,
             uint64_t count = 0;
             memcpy(cand, b.l.ids, (size_t)m * 4);
             CHECK(idx_blocks_common(t, 2, cand, m, keep, map) == m);
-            rc = idx_blocks_phrase(t, 2, m, &count, &err);
+            rc = idx_blocks_phrase(t, 2, m, NULL, &count, &err);
             CHECK(rc == KVFTS_OK || rc == KVFTS_ECORRUPT);
             if (whole) {
                 CHECK(rc == KVFTS_OK);

@@ -342,7 +342,7 @@ static int blocks_phrase(idx_block *ba, idx_block *bb, uint32_t ncols,
         rc = idx_block_need_gaps(bb, &err);
     if (!rc) {
         *kept = idx_blocks_common(t, 2, cand, m, keep, map);
-        rc = idx_blocks_phrase(t, 2, *kept, count, &err);
+        rc = idx_blocks_phrase(t, 2, *kept, NULL, count, &err);
     }
     if (rc) {
         assert_int_equal(rc, KVFTS_ECORRUPT);

@@ -1687,6 +1687,74 @@ static size_t hits_scores(fx *f, const char *q, char (*keys)[8],
     return n;
 }
 
+/* A ranked phrase is walked a round of blocks at a time (next serves the
+ * round's matches); an AND's other kid then skips it to ids inside the
+ * round, at a match or between.  Every hit of the AND, its count and its
+ * top 10 against the documents as made. */
+static bool rounds_phrase(int i)
+{
+    return i % 4 != 0 && i % 3 != 0;      /* "alpha bravo" */
+}
+
+static bool rounds_charlie(int i)
+{
+    return i % 10 != 0 && i % 7 != 3;
+}
+
+static void test_phrase_rounds_skipped(void **state)
+{
+    (void)state;
+    fx f;
+    fx_open(&f, NULL);
+    char key[32], json[128];
+    kvfts_batch *b = NULL;
+    assert_int_equal(kvfts_batch_begin(&b, f.db), 0);
+    size_t want = 0;
+    for (int i = 1; i <= 3000; i++) {
+        snprintf(key, sizeof key, "k%04d", i);
+        snprintf(json, sizeof json, "{\"t\":\"%s%s delta\"}",
+                 i % 4 == 0 ? "echo" : rounds_phrase(i) ? "alpha bravo"
+                                                        : "bravo alpha",
+                 rounds_charlie(i) ? " charlie" : "");
+        want += rounds_phrase(i) && rounds_charlie(i);
+        assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key), S(json)),
+                         0);
+    }
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    /* the phrase (2,250 documents have its words) leads, charlie (2,443)
+     * is skipped to its ids and skips it */
+    static char keys[3000][8];
+    static double scores[3000];
+    const char *q = "\"alpha bravo\" charlie";
+    size_t n = hits_scores(&f, q, keys, scores, 3000);
+    assert_int_equal(n, want);
+    for (size_t j = 0; j < n; j++) {
+        int i = atoi(keys[j] + 1);
+        assert_true(rounds_phrase(i) && rounds_charlie(i));
+    }
+    kvfts_search_options o = KVFTS_SEARCH_OPTIONS_INIT;
+    kvfts_results *r = NULL;
+    o.count_only = true;
+    assert_int_equal(kvfts_search(&r, f.db, S(q), &o), 0);
+    assert_int_equal(kvfts_results_total(r), want);
+    kvfts_results_free(r);
+    o.count_only = false;
+    o.keys_only = true;
+    o.limit = 10;
+    assert_int_equal(kvfts_search(&r, f.db, S(q), &o), 0);
+    assert_int_equal(kvfts_results_total(r), want);
+    assert_int_equal(kvfts_results_count(r), 10);
+    kvfts_results_free(r);
+    /* and the phrase alone, ranked: every document that has it */
+    size_t alone = 0;
+    for (int i = 1; i <= 3000; i++)
+        alone += rounds_phrase(i);
+    assert_int_equal(hits_scores(&f, "\"alpha bravo\"", keys, scores, 3000),
+                     alone);
+    fx_close(&f);
+}
+
 /* A prefix with many expansions is read in one walk (a union of triples);
  * it must answer exactly what the OR of its terms answers: same hits, same
  * scores, alone and under AND, NOT and a field. */
@@ -2484,6 +2552,7 @@ int main(void)
         cmocka_unit_test(test_topk_counts),
         cmocka_unit_test(test_field_lists),
         cmocka_unit_test(test_phrase_after_deletion),
+        cmocka_unit_test(test_phrase_rounds_skipped),
         cmocka_unit_test(test_paging_sort_count),
         cmocka_unit_test(test_prefix_cap),
         cmocka_unit_test(test_prefix_union),
