@@ -909,6 +909,25 @@ static inline uint32_t pair_hit(const uint32_t *pa, uint32_t ka, uint32_t ea,
     return hits;
 }
 
+/* pair_hit of a word with itself (a phrase that says it twice, d apart):
+ * the view's own positions.  At d 1, an occurrence is a gap of 1 after the
+ * first position, counted in one pass; otherwise the two walks. */
+static inline uint32_t self_hit(const uint32_t *p, uint32_t k, uint32_t e,
+                                bool conv, uint64_t d, bool all, bool *bad)
+{
+    if (d != 1)
+        return pair_hit(p, k, e, conv, p, k, e, conv, d, all, bad, bad);
+    uint32_t hits = 0;
+    bool b = false;
+    for (uint32_t i = k + 1; i < e && (all || !hits); i++) {
+        uint32_t g = conv ? p[i] - p[i - 1] : p[i];
+        b |= g == 0;                      /* not increasing */
+        hits += g == 1;
+    }
+    *bad |= b;
+    return hits;
+}
+
 /* pwalk_phrase of two terms, the usual phrase, with the walks' state in
  * locals: through the terms' fields every load of a position (a uint32_t,
  * as they are) could change them for the compiler, which then kept them
@@ -1033,6 +1052,7 @@ static uint64_t blocks_pair(idx_phrase_term *t, uint32_t m, uint32_t *pf)
     const bool alla = ba->decoded >= IDX_DEC_POS,
                allb = bb->decoded >= IDX_DEC_POS;
     const uint64_t d = (uint64_t)t[1].off - t[0].off;
+    const bool self = ia == ib;   /* a word said twice: the same views */
     bool bada = false, badb = false;
     uint64_t found = 0;
     for (uint32_t j = 0; j < m; j++) {
@@ -1044,6 +1064,11 @@ static uint64_t blocks_pair(idx_phrase_term *t, uint32_t m, uint32_t *pf)
             uint32_t f = fa[vca[a]];
             if (!f)
                 continue;                        /* not selected */
+            if (self) {
+                hits += self_hit(pa, poa[a], poa[a + 1], ca, d, pf != NULL,
+                                 &bada);
+                continue;
+            }
             while (k < e && fb[vcb[k]] < f)
                 k++;
             if (k == e)
