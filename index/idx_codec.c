@@ -459,6 +459,7 @@ int idx_block_trust(const idx_block *b)
     return b->trusted_views || (b->checked & CK_VIEWS)
            ? IDX_DEC_TRUSTED | IDX_DEC_TRUSTED_VIEWS : IDX_DEC_TRUSTED;
 }
+
 /* Stage 2, the view counts: l.vstart, and the number of views (l.nv), with
  * room for that many; the count and column streams checked for their
  * size (a count of ids reads neither). */
@@ -1129,11 +1130,11 @@ static uint32_t multi_hit(size_t n, const uint32_t *const *ps, uint32_t *wk,
 static uint64_t blocks_multi(idx_phrase_term *t, size_t n, uint32_t m,
                              uint32_t *pf)
 {
-    const uint32_t *vs[IDX_PHRASE_LOCAL], *vc[IDX_PHRASE_LOCAL], *fd[IDX_PHRASE_LOCAL];
-    const uint32_t *po[IDX_PHRASE_LOCAL], *ps[IDX_PHRASE_LOCAL], *ix[IDX_PHRASE_LOCAL];
-    const uint8_t *cvt[IDX_PHRASE_LOCAL];
-    bool all[IDX_PHRASE_LOCAL], bad[IDX_PHRASE_LOCAL], cv[IDX_PHRASE_LOCAL];
-    uint64_t d[IDX_PHRASE_LOCAL], found = 0;
+    enum { L = IDX_PHRASE_LOCAL };
+    const uint32_t *vs[L], *vc[L], *fd[L], *po[L], *ps[L], *ix[L];
+    const uint8_t *cvt[L];
+    bool all[L], bad[L], cv[L];
+    uint64_t d[L], found = 0;
     for (size_t i = 0; i < n; i++) {
         const idx_block *b = t[i].b;
         vs[i] = b->l.vstart;
@@ -1148,8 +1149,7 @@ static uint64_t blocks_multi(idx_phrase_term *t, size_t n, uint32_t m,
         d[i] = (uint64_t)t[i].off - t[0].off;
     }
     for (uint32_t j = 0; j < m; j++) {
-        uint32_t at[IDX_PHRASE_LOCAL], k[IDX_PHRASE_LOCAL], e[IDX_PHRASE_LOCAL];
-        uint32_t wk[IDX_PHRASE_LOCAL], we[IDX_PHRASE_LOCAL];
+        uint32_t at[L], k[L], e[L], wk[L], we[L];
         for (size_t i = 0; i < n; i++) {
             at[i] = ix[i][j];
             k[i] = vs[i][at[i]];

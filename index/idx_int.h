@@ -197,9 +197,8 @@ bool idx_block_peek(const char *buf, size_t len, uint32_t *span,
                     uint32_t *max_tf, uint64_t *colmask);
 /** Decode a stored block whose first id is @p first, up to @p level (and
  *  the IDX_DEC_TRUSTED* flags: the checks they name are skipped); @p ncols:
- *  the term's
- *  column table size (views must index it).  KVFTS_ECORRUPT on any
- *  inconsistency. */
+ *  the term's column table size (views must index it).  KVFTS_ECORRUPT on
+ *  any inconsistency. */
 int idx_block_decode(idx_block *b, uint32_t first, const char *buf,
                      size_t len, uint32_t ncols, int level, kv_err *err);
 /** Decode the views' columns (l.vstart, l.vcol) of the last decoded
