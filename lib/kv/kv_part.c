@@ -211,6 +211,23 @@ static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
         p->db[k] = db;
         p->creator = t;
     }
+    /* The new file's pages to disk now, its databases' meta pages with
+     * them.  Berkeley DB 5.3 logs a subdatabase's meta page when it makes
+     * it (__crdel_metasub), but recovery redoes that record only through
+     * a handle on the subdatabase, and opening one whose meta page on disk
+     * is still zeros fails (ENOENT: taken for a file not yet there): every
+     * record of it is then skipped.  A process killed after the creating
+     * transaction committed, before a checkpoint or the cache wrote page 2,
+     * left a listed segment whose "terms" could not be opened
+     * (e2e.resume: "__db_meta_setup: terms: unexpected file type or
+     * format", page 2 zeros, pages 1 and 4 on disk).  Written here, inside
+     * the creating transaction (the log goes first), a crash before the
+     * commit still removes the file, and one after finds the pages. */
+    for (int k = 0; k < 2; k++) {
+        int ret = KV_BDB(t->inst->sh, p->db[k]->sync(p->db[k], 0));
+        if (ret)
+            return kv__bdb_err(t->inst, ret, err, file);
+    }
     return KVFTS_OK;
 }
 

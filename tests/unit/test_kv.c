@@ -441,6 +441,33 @@ static bool seg_file_exists(const char *dir, uint32_t id)
     return stat(path, &st) == 0;
 }
 
+/* B-tree meta pages (Berkeley DB's magic 0x053162 at byte 12 of a page)
+ * in segment file id as it is on disk: the master's and one per database
+ * once they are written. */
+static int seg_file_metas(const char *dir, uint32_t id)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/seg-%08x.db", dir, id);
+    FILE *in = fopen(path, "rb");
+    assert_non_null(in);
+    unsigned char page0[512];
+    assert_int_equal(fread(page0, 1, sizeof page0, in), sizeof page0);
+    uint32_t ps;                             /* the meta's pagesize */
+    memcpy(&ps, page0 + 20, 4);
+    assert_true(ps >= 512 && ps <= 65536);
+    unsigned char *pg = malloc(ps);
+    int metas = 0;
+    rewind(in);
+    while (fread(pg, 1, ps, in) == ps) {
+        uint32_t magic;
+        memcpy(&magic, pg + 12, 4);
+        metas += magic == 0x053162;
+    }
+    free(pg);
+    fclose(in);
+    return metas;
+}
+
 static void seg_key(unsigned char *key, uint32_t seg, const char *rest)
 {
     kv_put_be32(key, seg);
@@ -481,6 +508,10 @@ static void test_segment_files(void **state)
     seg_key(key, a, "k1");
     assert_int_equal(kv_put(t, KV_TERMS, key, 6, "v1", 2, &err), 0);
     assert_true(seg_file_exists(f->dir, a));
+    /* Its databases' meta pages are on disk from the start: recovery
+     * cannot redo a database whose meta page it cannot read, and a crash
+     * after the commit, before the cache wrote them, lost "terms". */
+    assert_int_equal(seg_file_metas(f->dir, a), 3);
     kv_txn_abort(t);
     assert_false(seg_file_exists(f->dir, a));
     /* Committed: two own files and a small segment in the shared one. */
