@@ -216,13 +216,13 @@ static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
      * it (__crdel_metasub), but recovery redoes that record only through
      * a handle on the subdatabase, and opening one whose meta page on disk
      * is still zeros fails (ENOENT: taken for a file not yet there): every
-     * record of it is then skipped.  A process killed after the creating
-     * transaction committed, before a checkpoint or the cache wrote page 2,
-     * left a listed segment whose "terms" could not be opened
-     * (e2e.resume: "__db_meta_setup: terms: unexpected file type or
-     * format", page 2 zeros, pages 1 and 4 on disk).  Written here, inside
-     * the creating transaction (the log goes first), a crash before the
-     * commit still removes the file, and one after finds the pages. */
+     * record of it is then skipped.  Until a checkpoint or the cache wrote
+     * the page, a crash after the commit would leave a segment whose
+     * database cannot be opened.  Written here, inside the creating
+     * transaction (the log goes first), a crash before the commit still
+     * removes the file, and one after finds the pages.  (This closes that
+     * window only: e2e.resume's zeroed meta pages after recovery happen
+     * with it too; see the README's reliability list.) */
     for (int k = 0; k < 2; k++) {
         int ret = KV_BDB(t->inst->sh, p->db[k]->sync(p->db[k], 0));
         if (ret)
