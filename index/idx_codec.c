@@ -848,12 +848,8 @@ static inline bool pwalk_next(idx_phrase_term *t)
 /* Whether the views being walked hold the phrase: every start of the
  * first term's, each other term's walked once, in step (the position
  * wanted of it only grows). */
-static bool pwalk_pair(idx_phrase_term *a, idx_phrase_term *b);
-
 static bool pwalk_phrase(idx_phrase_term *t, size_t n)
 {
-    if (n == 2)
-        return pwalk_pair(&t[0], &t[1]);
     for (size_t i = 1; i < n; i++)
         if (!pwalk_next(&t[i]))
             return false;
@@ -929,20 +925,10 @@ static inline uint32_t self_hit(const uint32_t *p, uint32_t k, uint32_t e,
     return hits;
 }
 
-/* pwalk_phrase of two terms, the usual phrase, with the walks' state in
- * locals: through the terms' fields every load of a position (a uint32_t,
- * as they are) could change them for the compiler, which then kept them
- * in memory. */
-static bool pwalk_pair(idx_phrase_term *a, idx_phrase_term *b)
-{
-    return pair_hit(a->b->l.pos, a->wk, a->we, a->wconv, b->b->l.pos, b->wk,
-                    b->we, b->wconv, (uint64_t)b->off - a->off, false,
-                    &a->bad, &b->bad) != 0;
-}
-
 /* Whether the documents the terms are at (t[i].at) hold the phrase: per
  * field of the first term's views that every term has a view in, a walk
- * of their positions. */
+ * of their positions.  For phrases of more than IDX_PHRASE_LOCAL terms
+ * (blocks_pair and blocks_multi take the others). */
 static bool doc_phrase(idx_phrase_term *t, size_t n)
 {
     const idx_plist *l0 = &t[0].b->l;
@@ -1037,7 +1023,7 @@ uint32_t idx_blocks_common(idx_phrase_term *t, size_t n, uint32_t *cand,
     return m;
 }
 
-/* idx_blocks_phrase of two terms (doc_phrase and pwalk_pair) with the
+/* idx_blocks_phrase of two terms (doc_phrase's walk) with the
  * blocks' arrays in locals: through t[] every step reloaded them, a chain
  * of loads per view matched (on largevocab's "ka ka", most of the time
  * went to matching the second term's view to the first's). */
