@@ -16,6 +16,8 @@
  *                     KV_POSTINGS): index/ owns the format; a large segment's
  *                     file, or (seg-00000000.db) the small segments' shared
  *                     one (kv_part.c)
+ *   DIR/seg-XXXXXXXX.new  a segment file being made, until its transaction
+ *                     renames it into place (kv_part.c: part_create)
  *   DIR/lookups.db    B-tree, sorted duplicates:  "NAME::VALUE" -> user key
  *   DIR/counters.db   B-tree  NAME                -> be64 two's complement
  *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 6"
@@ -1399,6 +1401,8 @@ static int inst_open(shared_env *sh, bool create, bool recover,
         inst_close(in, false);
         return rc;
     }
+    if (recover)
+        kv__parts_sweep(sh->dir);
     u_int32_t gb = 0, bytes = 0;
     int ncache = 0;
     if (in->env->get_cachesize(in->env, &gb, &bytes, &ncache) == 0)

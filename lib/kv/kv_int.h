@@ -268,5 +268,9 @@ int kv__part_remove(bdb_inst *in, uint32_t id, kv_err *err);
 int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err);
 /** The segment files in @p dir, by id (kv_free() the array). */
 int kv__parts_list(const char *dir, uint32_t **ids, size_t *n, kv_err *err);
+/** Remove the segment files a crash left half made (seg-ID.new, made outside
+ *  any transaction before their transaction renames them into place): after
+ *  a recovery, when no process is making one. */
+void kv__parts_sweep(const char *dir);
 
 #endif /* KVFTS_KV_INT_H */

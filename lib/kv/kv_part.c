@@ -137,6 +137,24 @@ int kv__parts_list(const char *dir, uint32_t **ids, size_t *n, kv_err *err)
     return KVFTS_OK;
 }
 
+void kv__parts_sweep(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char path[4096];
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        if (n == 16 && strncmp(de->d_name, "seg-", 4) == 0 &&
+            strcmp(de->d_name + 12, ".new") == 0 &&
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name) <
+                (int)sizeof path)
+            (void)unlink(path);
+    }
+    closedir(d);
+}
+
 /* ---- the instance's handles --------------------------------------------- */
 
 /* A new database handle of a segment file (its pages are KV_PAGE).  A
@@ -189,46 +207,90 @@ void kv__parts_close(bdb_inst *in)
     pthread_mutex_unlock(&in->parts_mu);
 }
 
-/* Open both databases of p's file inside the write transaction t,
- * creating what is missing (parts_mu held). */
+/* The name a segment file is made under before its transaction renames it
+ * into place (part_create): "seg-" 8 hex digits ".new". */
+static void part_new_file(char *out, size_t cap, uint32_t id)
+{
+    snprintf(out, cap, "seg-%08x.new", id);
+}
+
+/* Remove file (a segment file being made, or left half made) outside any
+ * transaction; unlink(2) when Berkeley DB cannot open it (a crash can leave
+ * it without pages). */
+static void part_unmake(bdb_inst *in, const char *file)
+{
+    char path[4096];
+    kv_err e;
+    if (in->env->dbremove(in->env, NULL, file, NULL, 0) != 0 &&
+        kv__path_join(path, sizeof path, in->sh->dir, file, &e) == 0)
+        (void)unlink(path);
+}
+
+/* Make p's file with both databases for the write transaction t, and open
+ * them inside it (parts_mu held).
+ *
+ * The file is made outside the transaction, under a name of its own
+ * (seg-ID.new), and its pages go to disk; the transaction then renames it
+ * into place and opens it.  Why not let the transaction make it: Berkeley
+ * DB 5.3 logs a file made in a transaction as "create a skeleton file
+ * (pages 0 and 1), rename it into place", and recovery redoes both when
+ * the making is after its starting checkpoint: it renames a new skeleton
+ * over the segment file that is there, then rebuilds the pages from the
+ * log.  A page it read from the old file before the rename (a database's
+ * meta page, read when recovery opens the files) is newer than the log's
+ * records, so none is redone, and, clean in the cache, it is never written
+ * to the new file: e2e.resume found seg-80000056.db's postings meta page
+ * all zeros after recovery (reproduced with db5.3_recover on a copy taken
+ * before recovery).  A rename whose source is gone is skipped by recovery,
+ * and one whose transaction did not commit is undone, back to the .new
+ * name: the abort removes that file (kv__parts_end), and recovery
+ * (kv__parts_sweep) any a crash left. */
 static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
 {
-    for (int k = 0; k < 2; k++) {
-        if (p->db[k])
-            continue;
+    bdb_inst *in = t->inst;
+    char made[32];
+    part_new_file(made, sizeof made, p->id);
+    part_unmake(in, made);      /* a crashed making's leftover, if any */
+    int rc = KVFTS_OK;
+    for (int k = 0; k < 2 && !rc; k++) {
         DB *db = NULL;
-        int rc = db_new(t->inst, &db, err);
-        if (rc)
-            return rc;
-        int ret = KV_BDB(t->inst->sh,
+        if ((rc = db_new(in, &db, err)))
+            break;
+        int ret = KV_BDB(in->sh, db->open(db, NULL, made, sub_names[k],
+                                          DB_BTREE, DB_CREATE | DB_EXCL |
+                                          DB_THREAD, 0644));
+        if (!ret)
+            ret = KV_BDB(in->sh, db->sync(db, 0));
+        kv__db_close(db, 0);
+        if (ret)
+            rc = kv__bdb_err(in, ret, err, made);
+    }
+    if (!rc) {
+        int ret = KV_BDB(in->sh, in->env->dbrename(in->env, t->txn, made,
+                                                   NULL, file, 0));
+        if (ret)
+            rc = kv__bdb_err(in, ret, err, file);
+    }
+    if (rc) {
+        part_unmake(in, made);
+        return rc;
+    }
+    p->creator = t;     /* from here on, the abort undoes the rename */
+    for (int k = 0; k < 2 && !rc; k++) {
+        DB *db = NULL;
+        if ((rc = db_new(in, &db, err)))
+            break;
+        int ret = KV_BDB(in->sh,
                          db->open(db, t->txn, file, sub_names[k], DB_BTREE,
-                                  DB_CREATE | DB_MULTIVERSION | DB_THREAD,
-                                  0644));
+                                  DB_MULTIVERSION | DB_THREAD, 0644));
         if (ret) {
             kv__db_close(db, 0);
-            return kv__bdb_err(t->inst, ret, err, file);
+            rc = kv__bdb_err(in, ret, err, file);
+        } else {
+            p->db[k] = db;
         }
-        p->db[k] = db;
-        p->creator = t;
     }
-    /* The new file's pages to disk now, its databases' meta pages with
-     * them.  Berkeley DB 5.3 logs a subdatabase's meta page when it makes
-     * it (__crdel_metasub), but recovery redoes that record only through
-     * a handle on the subdatabase, and opening one whose meta page on disk
-     * is still zeros fails (ENOENT: taken for a file not yet there): every
-     * record of it is then skipped.  Until a checkpoint or the cache wrote
-     * the page, a crash after the commit would leave a segment whose
-     * database cannot be opened.  Written here, inside the creating
-     * transaction (the log goes first), a crash before the commit still
-     * removes the file, and one after finds the pages.  (This closes that
-     * window only: e2e.resume's zeroed meta pages after recovery happen
-     * with it too; see the README's reliability list.) */
-    for (int k = 0; k < 2; k++) {
-        int ret = KV_BDB(t->inst->sh, p->db[k]->sync(p->db[k], 0));
-        if (ret)
-            return kv__bdb_err(t->inst, ret, err, file);
-    }
-    return KVFTS_OK;
+    return rc;
 }
 
 /* Open database k of p's existing file, in a snapshot of its own
@@ -333,7 +395,10 @@ int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
         } else if (!exists && id == 0) {
             rc = kv_seterr(err, KVFTS_ECORRUPT, "database '%s': %s is "
                            "missing", in->sh->dir, file);
-        } else if (p->creator == t || (!exists && create && t->write)) {
+        } else if (p->creator == t) {
+            rc = kv_seterr(err, KVFTS_ERROR, "segment file %s: its making "
+                           "failed in this transaction", file);
+        } else if (!exists && create && t->write) {
             rc = part_create(t, p, file, err);
         } else if (exists) {
             rc = part_open(t, p, k, file, err);
@@ -398,8 +463,12 @@ void kv__parts_end(kv_txn *t, bool committed)
         p->creator = NULL;
         if (committed)
             continue;
-        /* The abort removed the file; its handles can only be closed. */
+        /* The abort renamed the file back to its .new name; its handles
+         * can only be closed, and the file removed. */
         part_close_dbs(p);
+        char made[32];
+        part_new_file(made, sizeof made, p->id);
+        part_unmake(in, made);
         for (size_t j = 0; j < in->nparts && !p->refs; j++)
             if (in->parts[j] == p) {
                 part_forget(in, j);
