@@ -1646,8 +1646,13 @@ static void shared_close(shared_env *sh)
          * that would not open), the regions and our mark stay, and the next
          * process recovers from the log. */
         bool flushed = inst_close(in, last || (in && atomic_load(&in->wrote)));
-        if (last && flushed)
+        if (last && flushed) {
+            /* Nobody else has the database open (the door is held): a
+             * half-made segment file is a dead process's, which failchk
+             * rolled back without a recovery (kv__parts_sweep). */
+            kv__parts_sweep(sh->dir);
             home_remove(sh->home, sh->home_shm);
+        }
         else if (panicked || (last && !flushed))
             sh->slot = -1;  /* our mark stays: the next process recovers */
         reg_leave(sh);             /* drops the door with the descriptor */

@@ -270,7 +270,8 @@ int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err);
 int kv__parts_list(const char *dir, uint32_t **ids, size_t *n, kv_err *err);
 /** Remove the segment files a crash left half made (seg-ID.new, made outside
  *  any transaction before their transaction renames them into place): after
- *  a recovery, when no process is making one. */
+ *  a recovery, or by the last process to close, when no process is making
+ *  one. */
 void kv__parts_sweep(const char *dir);
 
 #endif /* KVFTS_KV_INT_H */
