@@ -16,8 +16,9 @@
  *                     KV_POSTINGS): index/ owns the format; a large segment's
  *                     file, or (seg-00000000.db) the small segments' shared
  *                     one (kv_part.c)
- *   DIR/seg-XXXXXXXX.new  a segment file being made, until its transaction
- *                     renames it into place (kv_part.c: part_create)
+ *   DIR/seg-XXXXXXXX.PID.N.new  a segment file being made, until its
+ *                     transaction renames it into place (kv_part.c:
+ *                     part_create)
  *   DIR/lookups.db    B-tree, sorted duplicates:  "NAME::VALUE" -> user key
  *   DIR/counters.db   B-tree  NAME                -> be64 two's complement
  *   DIR/meta.db       B-tree  NAME                -> bytes; "format" = "kvfts 6"
@@ -1402,7 +1403,7 @@ static int inst_open(shared_env *sh, bool create, bool recover,
         return rc;
     }
     if (recover)
-        kv__parts_sweep(sh->dir);
+        kv__parts_sweep(sh->dir, false);
     u_int32_t gb = 0, bytes = 0;
     int ncache = 0;
     if (in->env->get_cachesize(in->env, &gb, &bytes, &ncache) == 0)
@@ -1418,6 +1419,8 @@ static int inst_open(shared_env *sh, bool create, bool recover,
                          failchk could not release something it held */
             rc = kv_seterr(err, KV_RETRY, "database '%s': failchk: %s: "
                            "recovering", sh->dir, db_strerror(ret));
+        else          /* its transactions rolled back: what it was making */
+            kv__parts_sweep(sh->dir, true);
     }
     for (int s = 0; s < KV_NSPACES && !rc; s++)
         if (!kv__parted((kv_space)s))
@@ -1557,8 +1560,10 @@ static int maybe_failchk(bdb_inst *in, kv_err *err)
     int rc = KVFTS_OK;
     if (dead) {
         int ret = KV_BDB(sh, in->env->failchk(in->env, 0));
-        if (ret == 0)
+        if (ret == 0) {
             reg_clear_dead(sh);
+            kv__parts_sweep(sh->dir, true);
+        }
         else
             rc = kv__bdb_err(in, DB_RUNRECOVERY, err, "failchk");
     }
@@ -1650,7 +1655,7 @@ static void shared_close(shared_env *sh)
             /* Nobody else has the database open (the door is held): a
              * half-made segment file is a dead process's, which failchk
              * rolled back without a recovery (kv__parts_sweep). */
-            kv__parts_sweep(sh->dir);
+            kv__parts_sweep(sh->dir, false);
             home_remove(sh->home, sh->home_shm);
         }
         else if (panicked || (last && !flushed))

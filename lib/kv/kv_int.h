@@ -27,6 +27,8 @@ typedef struct kv_part {
     DB *db[2];                   /* "terms", "postings" (in->parts_mu) */
     int refs;                    /* transactions using it (in->parts_mu) */
     const struct kv_txn *creator;/* the transaction creating the file */
+    char made[48];               /* the name it was made under (creator's
+                                    transaction; kv_part.c: part_create) */
 } kv_part;
 
 /* One open instance of the Berkeley DB environment. */
@@ -268,10 +270,11 @@ int kv__part_remove(bdb_inst *in, uint32_t id, kv_err *err);
 int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err);
 /** The segment files in @p dir, by id (kv_free() the array). */
 int kv__parts_list(const char *dir, uint32_t **ids, size_t *n, kv_err *err);
-/** Remove the segment files a crash left half made (seg-ID.new, made outside
- *  any transaction before their transaction renames them into place): after
- *  a recovery, or by the last process to close, when no process is making
- *  one. */
-void kv__parts_sweep(const char *dir);
+/** Remove the segment files a crash left half made (seg-ID.PID.N.new, made
+ *  outside any transaction before their transaction renames them into
+ *  place): all of them after a recovery, or by the last process to close,
+ *  when no process is making one; @p dead_only: those of processes that no
+ *  longer exist (after failchk rolled a dead one's transactions back). */
+void kv__parts_sweep(const char *dir, bool dead_only);
 
 #endif /* KVFTS_KV_INT_H */

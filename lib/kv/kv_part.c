@@ -42,10 +42,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const sub_names[2] = { "terms", "postings" };
 
@@ -137,7 +140,17 @@ int kv__parts_list(const char *dir, uint32_t **ids, size_t *n, kv_err *err)
     return KVFTS_OK;
 }
 
-void kv__parts_sweep(const char *dir)
+/* The process id in a segment file's making name (seg-ID.PID.N.new), or 0
+ * (a name of another form). */
+static long made_pid(const char *name)
+{
+    const char *p = name + 13;   /* past "seg-" 8 digits "." */
+    char *end;
+    long pid = strtol(p, &end, 10);
+    return end != p && *end == '.' && pid > 0 ? pid : 0;
+}
+
+void kv__parts_sweep(const char *dir, bool dead_only)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -146,10 +159,17 @@ void kv__parts_sweep(const char *dir)
     char path[4096];
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
-        if (n == 16 && strncmp(de->d_name, "seg-", 4) == 0 &&
-            strcmp(de->d_name + 12, ".new") == 0 &&
-            snprintf(path, sizeof path, "%s/%s", dir, de->d_name) <
-                (int)sizeof path)
+        if (n < 16 || strncmp(de->d_name, "seg-", 4) != 0 ||
+            strcmp(de->d_name + n - 4, ".new") != 0)
+            continue;
+        if (dead_only) {
+            long pid = n > 16 ? made_pid(de->d_name) : 0;
+            if (pid <= 0 || pid == (long)getpid() ||
+                kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+                continue;       /* alive, or cannot tell */
+        }
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) <
+            (int)sizeof path)
             (void)unlink(path);
     }
     closedir(d);
@@ -207,11 +227,16 @@ void kv__parts_close(bdb_inst *in)
     pthread_mutex_unlock(&in->parts_mu);
 }
 
-/* The name a segment file is made under before its transaction renames it
- * into place (part_create): "seg-" 8 hex digits ".new". */
+/* A name to make segment file id under before its transaction renames it
+ * into place (part_create): "seg-" 8 hex digits, the process id and a
+ * number of this process's, ".new".  Never the name of a file there: one
+ * an abort or a crash left (the transaction's rename undone) is never in
+ * the way, and no undo can move one over a file being made. */
 static void part_new_file(char *out, size_t cap, uint32_t id)
 {
-    snprintf(out, cap, "seg-%08x.new", id);
+    static atomic_uint made;
+    snprintf(out, cap, "seg-%08x.%ld.%u.new", id, (long)getpid(),
+             atomic_fetch_add(&made, 1));
 }
 
 /* Remove file (a segment file being made, or left half made) outside any
@@ -230,7 +255,7 @@ static void part_unmake(bdb_inst *in, const char *file)
  * them inside it (parts_mu held).
  *
  * The file is made outside the transaction, under a name of its own
- * (seg-ID.new), and its pages go to disk; the transaction then renames it
+ * (seg-ID.PID.N.new), and its pages go to disk; the transaction then renames it
  * into place and opens it.  Why not let the transaction make it: Berkeley
  * DB 5.3 logs a file made in a transaction as "create a skeleton file
  * (pages 0 and 1), rename it into place", and recovery redoes both when
@@ -248,9 +273,8 @@ static void part_unmake(bdb_inst *in, const char *file)
 static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
 {
     bdb_inst *in = t->inst;
-    char made[32];
-    part_new_file(made, sizeof made, p->id);
-    part_unmake(in, made);      /* a crashed making's leftover, if any */
+    char *made = p->made;
+    part_new_file(made, sizeof p->made, p->id);
     int rc = KVFTS_OK;
     for (int k = 0; k < 2 && !rc; k++) {
         DB *db = NULL;
@@ -466,9 +490,7 @@ void kv__parts_end(kv_txn *t, bool committed)
         /* The abort renamed the file back to its .new name; its handles
          * can only be closed, and the file removed. */
         part_close_dbs(p);
-        char made[32];
-        part_new_file(made, sizeof made, p->id);
-        part_unmake(in, made);
+        part_unmake(in, p->made);
         for (size_t j = 0; j < in->nparts && !p->refs; j++)
             if (in->parts[j] == p) {
                 part_forget(in, j);

@@ -7,6 +7,7 @@
  */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -468,6 +469,22 @@ static int seg_file_metas(const char *dir, uint32_t id)
     return metas;
 }
 
+/* How many segment files being made (seg-*.new) are in dir. */
+static int made_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t l = strlen(de->d_name);
+        n += l > 8 && strncmp(de->d_name, "seg-", 4) == 0 &&
+             strcmp(de->d_name + l - 4, ".new") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
 static void seg_key(unsigned char *key, uint32_t seg, const char *rest)
 {
     kv_put_be32(key, seg);
@@ -514,9 +531,7 @@ static void test_segment_files(void **state)
     assert_int_equal(seg_file_metas(f->dir, a), 3);
     kv_txn_abort(t);
     assert_false(seg_file_exists(f->dir, a));
-    char made[4096];            /* nor the name it was made under */
-    snprintf(made, sizeof made, "%s/seg-%08x.new", f->dir, a);
-    assert_int_equal(access(made, F_OK), -1);
+    assert_int_equal(made_files(f->dir), 0);  /* nor its .new name */
     /* Committed: two own files and a small segment in the shared one. */
     assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
     for (int i = 0; i < 3; i++) {
@@ -984,6 +999,15 @@ static int read_k(kv_env *e)
     return rc == KVFTS_ENOTFOUND ? 0 : 4;
 }
 
+/* read_k after the least time between a survivor's failchks (1 s): its
+ * transaction runs one. */
+static int read_k_later(kv_env *e)
+{
+    struct timespec ts = { 1, 200 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    return read_k(e);
+}
+
 /* A writer killed while it waits for another's lock: the next failchk
  * aborts its transaction and so re-initialises its lock wait's condition
  * variable, and glibc's pthread_cond_destroy waited for ever for the dead
@@ -999,9 +1023,10 @@ static void test_killed_lock_waiter(void **state)
     kv_err err = KV_ERR_INIT;
     kv_env_close(f->env);           /* children fork before this opens */
     f->env = NULL;
-    int ready[2], go[2], ready2[2], go2[2];
+    int ready[2], go[2], ready2[2], go2[2], ready3[2], go3[2];
     pid_t waiter = child_after(f->dir, ready, go, write_k, -1);
     pid_t opener = child_after(f->dir, ready2, go2, read_k, -1);
+    pid_t later = child_after(f->dir, ready3, go3, read_k_later, -1);
     kv_env_options o = { false, false, 0 };
     assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
     kv_txn *t;
@@ -1017,10 +1042,30 @@ static void test_killed_lock_waiter(void **state)
     int status;
     assert_int_equal(waitpid(waiter, &status, 0), waiter);
     assert_true(WIFSIGNALED(status));
+    /* Segment files being made, of the dead waiter and of this process:
+     * the failchk removes the dead one's only. */
+    char dead[4096], live[4096];
+    snprintf(dead, sizeof dead, "%s/seg-80000007.%ld.0.new", f->dir,
+             (long)waiter);
+    snprintf(live, sizeof live, "%s/seg-80000008.%ld.0.new", f->dir,
+             (long)getpid());
+    for (int i = 0; i < 2; i++) {
+        FILE *mf = fopen(i ? live : dead, "w");
+        assert_non_null(mf);
+        fclose(mf);
+    }
     /* A process that runs failchk now: the opener child's transaction. */
     assert_int_equal(write(go2[1], "g", 1), 1);
     status = wait_child(opener, 30);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* A survivor's failchk, a second on. */
+    assert_int_equal(write(go3[1], "g", 1), 1);
+    status = wait_child(later, 30);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close_pipes(ready3, go3);
+    assert_int_equal(access(dead, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    assert_int_equal(made_files(f->dir), 1);
     assert_int_equal(kv_txn_commit(t, &err), 0);
     kv_buf v = KV_BUF_INIT;
     assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
@@ -1223,7 +1268,7 @@ static int recover_k(kv_env *e)
  * skeleton over it, and a database meta page it read from the old file
  * was never written to the new one: postings' meta page all zeros, seen in
  * e2e.resume.  kv_part.c makes the file outside the transaction, as
- * seg-ID.new, and renames it in.)  This passed before that change too: the
+ * seg-ID.PID.N.new, and renames it in.)  This passed before that change too: the
  * failure needs a recovery that redoes the making, which a unit test did
  * not bring about; two e2e.resume runs side by side reproduce it.  A .new
  * file a crash left is removed by the recovery. */
@@ -1236,7 +1281,8 @@ static void test_new_segment_recovered(void **state)
     unsigned char key[16];
     char rest[12];
     char left[4096];
-    snprintf(left, sizeof left, "%s/seg-%08x.new", f->dir, KV_PART_OWN | 9);
+    snprintf(left, sizeof left, "%s/seg-%08x.4242.0.new", f->dir,
+             KV_PART_OWN | 9);
     kv_env_close(f->env);
     f->env = NULL;
     FILE *lf = fopen(left, "w");
