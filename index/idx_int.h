@@ -223,6 +223,9 @@ typedef struct idx_phrase_term {
     uint32_t off;          /* its offset in the phrase */
     uint32_t *idx;         /* per candidate kept: its index in b */
     bool dup;              /* an earlier term's word: the same idx */
+    uint32_t *scr;         /* a word said twice in a row: room for its
+                              block's positions + views + 2 (blocks_self1),
+                              else NULL */
     /* the walk's state */
     uint32_t at, vat;      /* the document, the view */
     uint32_t ws, wk, we, wval;  /* the view's positions: first, next, end;

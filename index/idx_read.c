@@ -1388,6 +1388,8 @@ struct idx_postings {
     uint32_t *pidx;        /* idx_postings_phrase's candidates' indexes */
     uint32_t pidxcap;
     uint16_t *pmap;        /* and its map (IDX_PHRASE_MAP) */
+    uint32_t *pscr;        /* and the scratch of a word said twice */
+    uint32_t pscrcap;
 };
 
 void idx_postings_close(idx_postings *p)
@@ -1399,6 +1401,7 @@ void idx_postings_close(idx_postings *p)
     kv_free(p->sc);
     kv_free(p->pidx);
     kv_free(p->pmap);
+    kv_free(p->pscr);
     kv_free(p->dels);
     kv_free(p->drank);
     kv_free(p->views);
@@ -1904,6 +1907,15 @@ int idx_postings_phrase(idx_postings *const *p, const size_t *first,
     for (size_t i = 0; !rc && *m && i < n; i++)
         if (!t[i].dup)
             rc = idx_block_need_gaps(&p[i]->at->blk, err);
+    /* a word said twice in a row, its positions still gaps: counted for
+     * the block at once (blocks_self1), in this scratch */
+    const idx_block *b0 = t[0].b;
+    if (!rc && *m && n == 2 && t[1].dup && offs[1] == offs[0] + 1 &&
+        b0->gaps && b0->decoded < IDX_DEC_POS &&
+        !(rc = idx__grow(&p[0]->pscr, &p[0]->pscrcap,
+                         (uint64_t)b0->l.poff[b0->l.nv] + b0->l.nv + 2, 4,
+                         err)))
+        t[0].scr = p[0]->pscr;
     if (!rc)
         rc = idx_blocks_phrase(t, n, *m, pf, count, err);
     *ok = !rc;

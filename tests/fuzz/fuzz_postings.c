@@ -208,6 +208,23 @@ static void fuzz_phrase(uint32_t first, uint32_t ncols, const char *rec,
                 CHECK(rc == KVFTS_OK);
                 CHECK(count == phrase_ref(&whole->l, d));
             }
+            if (d == 1 && b.gaps && b.decoded < IDX_DEC_POS) {
+                /* counted for the block at once (blocks_self1): the same,
+                 * or damage it saw where the walk did not look */
+                uint32_t *scr = malloc(((size_t)b.l.poff[b.l.nv] + b.l.nv +
+                                        2) * 4);
+                uint64_t count2 = 0;
+                kv_err err2 = KV_ERR_INIT;
+                t[0].scr = scr;
+                int rc2 = scr ? idx_blocks_phrase(t, 2, m, NULL, &count2,
+                                                  &err2)
+                              : rc;
+                CHECK(rc2 == KVFTS_OK || rc2 == KVFTS_ECORRUPT);
+                CHECK(rc2 != KVFTS_OK || rc != KVFTS_OK || count2 == count);
+                if (whole)
+                    CHECK(rc2 == KVFTS_OK && count2 == count);
+                free(scr);
+            }
         }
         free(cand);
         free(idx);

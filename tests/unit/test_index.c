@@ -344,6 +344,33 @@ static int blocks_phrase(idx_block *ba, idx_block *bb, uint32_t ncols,
         *kept = idx_blocks_common(t, 2, cand, m, keep, map);
         rc = idx_blocks_phrase(t, 2, *kept, NULL, count, &err);
     }
+    if (!rc && !bb && d == 1 && ba->gaps && ba->decoded < IDX_DEC_POS) {
+        /* A word said twice in a row, counted for the block at once
+         * (scr: blocks_self1): as the walk, with every field selected and
+         * with one not, and each candidate's frequency too. */
+        uint32_t *scr = malloc(((size_t)ba->l.poff[ba->l.nv] + ba->l.nv +
+                                2) * 4);
+        uint32_t *pf1 = malloc((size_t)m * 4 + 4), *pf2 = malloc((size_t)m * 4 + 4);
+        static uint32_t fsel[80];
+        uint64_t c1 = 0, c2 = 0;
+        kv_err e1 = KV_ERR_INIT, e2 = KV_ERR_INIT;
+        t[0].scr = scr;
+        assert_int_equal(idx_blocks_phrase(t, 2, *kept, NULL, &c1, &e1), 0);
+        assert_int_equal(c1, *count);
+        memcpy(fsel, fid, sizeof fsel);
+        if (ncols > 1)
+            fsel[rnd(ncols)] = 0;
+        t[0].fid = t[1].fid = fsel;
+        c1 = 0;
+        assert_int_equal(idx_blocks_phrase(t, 2, *kept, pf1, &c1, &e1), 0);
+        t[0].scr = NULL;
+        assert_int_equal(idx_blocks_phrase(t, 2, *kept, pf2, &c2, &e2), 0);
+        assert_int_equal(c1, c2);
+        assert_memory_equal(pf1, pf2, (size_t)*kept * 4);
+        free(scr);
+        free(pf1);
+        free(pf2);
+    }
     if (rc) {
         assert_int_equal(rc, KVFTS_ECORRUPT);
         assert_non_null(strstr(err.msg, "corrupt postings block"));
