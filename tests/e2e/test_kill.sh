@@ -268,14 +268,13 @@ check "optimize was killed in the middle of its merge" [ $omkills -gt 0 ]
 check "a load was killed with a merge under way" [ $mkills -gt 0 ]
 
 # The index counts what the documents say: a word's documents in the last
-# pass's file, against search.
+# pass's file, against search.  (--count exits 0 with a total of 0 too:
+# the count is the answer.  A random pass holds no w100 or w2999 about one
+# time in seven; this once expected exit 3 there.)
 for w in w1 w7 w29 w100 w2999; do
     want_n=$(grep -c " $w[ \"]" "$T_DIR/pass$P.jsonl")
     run kv search "$w" --count
-    if [ "$want_n" = 0 ]; then
-        expect_eq "documents with $w" "$RC" 3
-    else
-        expect_eq "documents with $w" "$OUT" "{\"total\":$want_n}"
-    fi
+    expect_eq "search $w --count: exit" "$RC" 0
+    expect_eq "documents with $w" "$OUT" "{\"total\":$want_n}"
 done
 finish
