@@ -255,8 +255,8 @@ static void part_unmake(bdb_inst *in, const char *file)
  * them inside it (parts_mu held).
  *
  * The file is made outside the transaction, under a name of its own
- * (seg-ID.PID.N.new), and its pages go to disk; the transaction then renames it
- * into place and opens it.  Why not let the transaction make it: Berkeley
+ * (seg-ID.PID.N.new), and its pages go to disk; the transaction then
+ * renames it into place and opens it.  Why not let the transaction make it: Berkeley
  * DB 5.3 logs a file made in a transaction as "create a skeleton file
  * (pages 0 and 1), rename it into place", and recovery redoes both when
  * the making is after its starting checkpoint: it renames a new skeleton
@@ -268,8 +268,9 @@ static void part_unmake(bdb_inst *in, const char *file)
  * all zeros after recovery (reproduced with db5.3_recover on a copy taken
  * before recovery).  A rename whose source is gone is skipped by recovery,
  * and one whose transaction did not commit is undone, back to the .new
- * name: the abort removes that file (kv__parts_end), and recovery
- * (kv__parts_sweep) any a crash left. */
+ * name: the abort removes that file (kv__parts_end); one a crash left goes
+ * with the recovery, the failchk that finds its process dead, or the last
+ * process to close (kv__parts_sweep). */
 static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
 {
     bdb_inst *in = t->inst;
