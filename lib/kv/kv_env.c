@@ -1563,9 +1563,9 @@ static int maybe_failchk(bdb_inst *in, kv_err *err)
         if (ret == 0) {
             reg_clear_dead(sh);
             kv__parts_sweep(sh->dir, true);
-        }
-        else
+        } else {
             rc = kv__bdb_err(in, DB_RUNRECOVERY, err, "failchk");
+        }
     }
     reg_door_unlock(sh);
     return rc;
@@ -1657,9 +1657,9 @@ static void shared_close(shared_env *sh)
              * rolled back without a recovery (kv__parts_sweep). */
             kv__parts_sweep(sh->dir, false);
             home_remove(sh->home, sh->home_shm);
-        }
-        else if (panicked || (last && !flushed))
+        } else if (panicked || (last && !flushed)) {
             sh->slot = -1;  /* our mark stays: the next process recovers */
+        }
         reg_leave(sh);             /* drops the door with the descriptor */
         reg_door_unlock(sh);       /* and door_mu (the unlock finds no fd) */
         if (sh->stamps)

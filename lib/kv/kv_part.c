@@ -168,8 +168,8 @@ void kv__parts_sweep(const char *dir, bool dead_only)
                 kill((pid_t)pid, 0) == 0 || errno != ESRCH)
                 continue;       /* alive, or cannot tell */
         }
-        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) <
-            (int)sizeof path)
+        if (kv__path_join(path, sizeof path, dir, de->d_name, NULL) ==
+            KVFTS_OK)
             (void)unlink(path);
     }
     closedir(d);
@@ -245,9 +245,8 @@ static void part_new_file(char *out, size_t cap, uint32_t id)
 static void part_unmake(bdb_inst *in, const char *file)
 {
     char path[4096];
-    kv_err e;
     if (in->env->dbremove(in->env, NULL, file, NULL, 0) != 0 &&
-        kv__path_join(path, sizeof path, in->sh->dir, file, &e) == 0)
+        kv__path_join(path, sizeof path, in->sh->dir, file, NULL) == KVFTS_OK)
         (void)unlink(path);
 }
 
@@ -256,12 +255,12 @@ static void part_unmake(bdb_inst *in, const char *file)
  *
  * The file is made outside the transaction, under a name of its own
  * (seg-ID.PID.N.new), and its pages go to disk; the transaction then
- * renames it into place and opens it.  Why not let the transaction make it: Berkeley
- * DB 5.3 logs a file made in a transaction as "create a skeleton file
- * (pages 0 and 1), rename it into place", and recovery redoes both when
- * the making is after its starting checkpoint: it renames a new skeleton
- * over the segment file that is there, then rebuilds the pages from the
- * log.  A page it read from the old file before the rename (a database's
+ * renames it into place and opens it.  Why not let the transaction make
+ * it: Berkeley DB 5.3 logs a file made in a transaction as "create a
+ * skeleton file (pages 0 and 1), rename it into place", and recovery
+ * redoes both when the making is after its starting checkpoint: it
+ * renames a new skeleton over the segment file that is there, then
+ * rebuilds the pages from the log.  A page it read from the old file before the rename (a database's
  * meta page, read when recovery opens the files) is newer than the log's
  * records, so none is redone, and, clean in the cache, it is never written
  * to the new file: e2e.resume found seg-80000056.db's postings meta page

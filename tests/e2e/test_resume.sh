@@ -106,8 +106,8 @@ while [ $kills -lt $KILLS ] && [ $i -lt $((3 * KILLS)) ]; do
         fail "after kill $i: kvfts check: exit $RC: $OUT $ERR"
     fi
     pass
-    # A segment file being made when the kill came (seg-ID.new, outside
-    # any transaction) was removed by the recovery.
+    # A segment file being made when the kill came (seg-ID.PID.N.new,
+    # outside any transaction) is gone: the next process removed it.
     left=$(find "$DB" -maxdepth 1 -name 'seg-*.new' | head -n 3)
     [ -z "$left" ] || fail "after kill $i: half-made segment files left:" \
         "$left"

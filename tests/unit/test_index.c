@@ -350,7 +350,8 @@ static int blocks_phrase(idx_block *ba, idx_block *bb, uint32_t ncols,
          * with one not, and each candidate's frequency too. */
         uint32_t *scr = malloc(((size_t)ba->l.poff[ba->l.nv] + ba->l.nv +
                                 2) * 4);
-        uint32_t *pf1 = malloc((size_t)m * 4 + 4), *pf2 = malloc((size_t)m * 4 + 4);
+        uint32_t *pf1 = malloc((size_t)m * 4 + 4);
+        uint32_t *pf2 = malloc((size_t)m * 4 + 4);
         static uint32_t fsel[80];
         uint64_t c1 = 0, c2 = 0;
         kv_err e1 = KV_ERR_INIT, e2 = KV_ERR_INIT;
