@@ -186,13 +186,24 @@ static int on_term(void *payload, const tok_term *t)
     bool is_all = t->field_len == 4 && memcmp(t->field, TOK_ALL_FIELD, 4) == 0;
     if (is_all && t->dual)
         return KVFTS_OK;      /* already in the field's view (kinds 3) */
-    if (memchr(t->src, 0, t->src_len))
-        return kv_seterr(err, KVFTS_EINVAL,
-                         "field name with a NUL character cannot be indexed");
     uint32_t lf;
-    int rc = field_lf(s, t->src, t->src_len, &lf, err);
-    if (rc)
-        return rc;
+    int rc = KVFTS_OK;
+    if (t->src_len && t->src_len == d->lastf_len &&
+        memcmp(t->src, d->lastf, t->src_len) == 0) {
+        lf = d->lastf_lf;
+    } else {
+        if (memchr(t->src, 0, t->src_len))
+            return kv_seterr(err, KVFTS_EINVAL, "field name with a NUL "
+                             "character cannot be indexed");
+        if ((rc = field_lf(s, t->src, t->src_len, &lf, err)))
+            return rc;
+        d->lastf_len = 0;
+        if (t->src_len <= sizeof d->lastf) {
+            memcpy(d->lastf, t->src, t->src_len);
+            d->lastf_len = (uint32_t)t->src_len;
+            d->lastf_lf = lf;
+        }
+    }
     unsigned kinds = is_all ? 2u : t->dual ? 3u : 1u;
     if (t->term_len == 0 || memchr(t->term, 0, t->term_len) ||
         t->term[0] == TOK_LIST_MARK)
@@ -277,6 +288,7 @@ static int dterms_build(idx_shard *s, idx_dterms *d, const char *json,
     for (uint32_t i = 0; i < d->nft; i++)
         d->flen[d->ftouched[i]] = 0;
     d->nft = 0;
+    d->lastf_len = 0;
     if (!json)
         return KVFTS_OK;
     d->err = err;
@@ -484,8 +496,35 @@ static int chain_append(idx_shard *s, tbuf *tb, const unsigned char *p,
     return KVFTS_OK;
 }
 
+/* Encode at p the record of doc (gap from last) for d's entry e: a
+ * posting, or (del) a deletion with its columns.  Returns its length. */
+static size_t enc_record(unsigned char *p, const idx_shard *s, uint32_t doc,
+                         uint32_t last, const idx_dterms *d, uint32_t e,
+                         uint32_t nv, bool del)
+{
+    size_t k = 0;
+    int64_t gap = (int64_t)doc - (int64_t)last;
+    uint64_t zz = ((uint64_t)gap << 1) ^ (uint64_t)(gap >> 63);
+    k += idx_varint_put(p + k, zz << 1 | del);
+    k += idx_varint_put(p + k, nv);
+    for (uint32_t v = d->vhead[e]; v != NONE; v = d->vnext[v]) {
+        k += idx_varint_put(p + k, d->vcol[v]);
+        if (del)
+            continue;
+        k += idx_varint_put(p + k, d->vtf[v]);
+        if (!s->positions)
+            continue;
+        const uint32_t *ps = d->pos + d->vpos[v];
+        for (uint32_t j = 0; j < d->vtf[v]; j++)
+            k += idx_varint_put(p + k, j ? ps[j] - ps[j - 1] : ps[0]);
+    }
+    return k;
+}
+
 /* Append a record for term (t, tl) of doc: a posting of version d's entry
- * e (del false), or a deletion with the columns of d's entry e. */
+ * e (del false), or a deletion with the columns of d's entry e.  Encoded
+ * in place when the term's chunk has room for the longest it can be (most
+ * records are a few bytes), else in s->enc and copied across chunks. */
 static int record(idx_shard *s, const char *t, size_t tl, uint32_t doc,
                   const idx_dterms *d, uint32_t e, bool del, kv_err *err)
 {
@@ -512,30 +551,23 @@ static int record(idx_shard *s, const char *t, size_t tl, uint32_t doc,
         nv++;
         npos += d->vtf[v];
     }
-    kv_buf *b = &s->enc;
-    b->len = 0;
-    if ((rc = kv_buf_reserve(b, 20 + (size_t)nv * 15 +
-                             (s->positions ? npos * 5 : 0), err)))
-        return rc;
-    unsigned char *p = (unsigned char *)b->data;
-    size_t k = 0;
-    int64_t gap = (int64_t)doc - (int64_t)tb->last;
-    uint64_t zz = ((uint64_t)gap << 1) ^ (uint64_t)(gap >> 63);
-    k += idx_varint_put(p + k, zz << 1 | del);
-    k += idx_varint_put(p + k, nv);
-    for (uint32_t v = d->vhead[e]; v != NONE; v = d->vnext[v]) {
-        k += idx_varint_put(p + k, d->vcol[v]);
-        if (del)
-            continue;
-        k += idx_varint_put(p + k, d->vtf[v]);
-        if (!s->positions)
-            continue;
-        const uint32_t *ps = d->pos + d->vpos[v];
-        for (uint32_t j = 0; j < d->vtf[v]; j++)
-            k += idx_varint_put(p + k, j ? ps[j] - ps[j - 1] : ps[0]);
+    /* varints: gap 10, count 5, per view column 5 and tf 5, 5 a position */
+    uint64_t most = 15 + (uint64_t)nv * 10 + (s->positions ? npos * 5 : 0);
+    uint32_t room = chunk_size(tb->cls) - 4 - tb->used;
+    if (most <= room) {
+        tb->used += (uint32_t)enc_record((unsigned char *)s->arena.data +
+                                         tb->tail + 4 + tb->used, s, doc,
+                                         tb->last, d, e, nv, del);
+    } else {
+        kv_buf *b = &s->enc;
+        b->len = 0;
+        if ((rc = kv_buf_reserve(b, most, err)))
+            return rc;
+        unsigned char *p = (unsigned char *)b->data;
+        size_t k = enc_record(p, s, doc, tb->last, d, e, nv, del);
+        if ((rc = chain_append(s, tb, p, k, err)))
+            return rc;
     }
-    if ((rc = chain_append(s, tb, p, k, err)))
-        return rc;
     if (tb->n && doc <= tb->last)
         tb->unsorted = true;
     tb->last = doc;

@@ -505,9 +505,17 @@ typedef struct strtab {
     uint32_t nslots;     /* a power of two, > 2 n */
 } strtab;
 
-/** Grow array *pp (elements of @p elem bytes) to hold @p need. */
-int idx__grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
-              kv_err *err);
+/** Grow array *pp (elements of @p elem bytes) to hold @p need: the
+ *  reallocation, when it has too few. */
+int idx__grow_to(void *pp, uint32_t *cap, uint64_t need, size_t elem,
+                 kv_err *err);
+/** Grow array *pp (elements of @p elem bytes) to hold @p need.  Inline:
+ *  analysis asks several times per term, and almost always has room. */
+static inline int idx__grow(void *pp, uint32_t *cap, uint64_t need,
+                            size_t elem, kv_err *err)
+{
+    return need <= *cap ? KVFTS_OK : idx__grow_to(pp, cap, need, elem, err);
+}
 /** qsort order of uint32_t values. */
 int idx__u32_cmp(const void *a, const void *b);
 bool idx__strtab_has(const strtab *t, const char *s, size_t n);
@@ -570,6 +578,11 @@ typedef struct idx_dterms {
     uint64_t skipped;      /* over-long tokens */
     kv_err *err;
     void *shard;           /* the shard whose field table is used */
+    /* the field of the last term (in this document): terms come a field
+     * at a time */
+    char lastf[64];
+    uint32_t lastf_len;    /* 0: none */
+    uint32_t lastf_lf;
 } idx_dterms;
 
 typedef struct idx_shard idx_shard;

@@ -42,8 +42,8 @@ uint32_t idx_gallop(const uint32_t *a, uint32_t from, uint32_t n,
     return lo;
 }
 
-int idx__grow(void *pp, uint32_t *cap, uint64_t need, size_t elem,
-                kv_err *err)
+int idx__grow_to(void *pp, uint32_t *cap, uint64_t need, size_t elem,
+                 kv_err *err)
 {
     if (need <= *cap)
         return KVFTS_OK;
