@@ -138,34 +138,6 @@
 
 /* ---- varints ------------------------------------------------------------ */
 
-size_t idx_varint_put(unsigned char *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (unsigned char)v;
-    return n;
-}
-
-bool idx_varint_get(const unsigned char **p, const unsigned char *end,
-                    uint64_t *out)
-{
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (*p >= end)
-            return false;
-        unsigned char b = *(*p)++;
-        v |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return true;
-        }
-    }
-    return false;
-}
-
 int idx_buf_varint(kv_buf *b, uint64_t v, kv_err *err)
 {
     int rc = kv_buf_reserve(b, 10, err);

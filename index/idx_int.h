@@ -71,9 +71,41 @@ enum {
     IDX_B_ONEVIEW = 2      /* every doc has one view, of column index 0 */
 };
 
-size_t idx_varint_put(unsigned char *p, uint64_t v);
-bool idx_varint_get(const unsigned char **p, const unsigned char *end,
-                    uint64_t *out);
+/* Varints (LEB128: 7 bits a byte, low first).  Inline: the buffer, the
+ * segment writer and the decoders read and write several per posting. */
+static inline size_t idx_varint_put(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+/** Read a varint at *p (before end) into *out and step past it; false if
+ *  it runs past end or over 64 bits. */
+static inline bool idx_varint_get(const unsigned char **p,
+                                  const unsigned char *end, uint64_t *out)
+{
+    if (*p < end && !(**p & 0x80)) {     /* most are one byte */
+        *out = *(*p)++;
+        return true;
+    }
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*p >= end)
+            return false;
+        unsigned char b = *(*p)++;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
 /** Append a varint to b. */
 int idx_buf_varint(kv_buf *b, uint64_t v, kv_err *err);
 

@@ -102,6 +102,9 @@ struct idx_writer {
     pthread_cond_t not_empty, not_full, idle;
     job *queue[QUEUE_JOBS];
     job *group;            /* documents not handed to the workers yet */
+    job *spare[QUEUE_JOBS];/* done jobs kept for reuse (mu): a group's
+                              buffer, fresh each time, page-faulted in */
+    unsigned nspare;
     unsigned qhead, qlen;
     unsigned pending;      /* jobs queued or being analyzed */
     bool stop;
@@ -167,7 +170,6 @@ static void *worker_main(void *arg)
             if (!rc && g->rec)
                 rc = encode_rec(me, g, d, &err);
         }
-        job_free(j);
         /* Only after its own analysis: a flush's job (fn) is waited for
          * through its own state, so once it returns the caller may reset
          * this shard -- reading it then was a data race (ThreadSanitizer,
@@ -176,6 +178,14 @@ static void *worker_main(void *arg)
             atomic_store(&me->bytes,
                          idx_shard_bytes(me->shard) + me->recs.len);
         pthread_mutex_lock(&w->mu);
+        if (w->nspare < QUEUE_JOBS && j->data.cap <= 4 * GROUP_BYTES) {
+            j->fn = NULL;
+            j->arg = NULL;
+            j->n = 0;
+            kv_buf_reset(&j->data);
+            w->spare[w->nspare++] = j;
+            j = NULL;
+        }
         if (rc && !w->failed) {
             w->failed = true;
             w->werr = err;
@@ -183,8 +193,18 @@ static void *worker_main(void *arg)
         if (--w->pending == 0)
             pthread_cond_broadcast(&w->idle);
         pthread_mutex_unlock(&w->mu);
+        job_free(j);
     }
     return NULL;
+}
+
+/* A job to fill: a spare one, or a new one (NULL: out of memory). */
+static job *job_get(idx_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    job *j = w->nspare ? w->spare[--w->nspare] : NULL;
+    pthread_mutex_unlock(&w->mu);
+    return j ? j : kv_calloc(1, sizeof *j);
 }
 
 static void stop_workers(idx_writer *w)
@@ -250,6 +270,8 @@ void idx_writer_free(idx_writer *w)
     w->qlen = 0;
     pthread_mutex_unlock(&w->mu);
     job_free(w->group);
+    for (unsigned i = 0; i < w->nspare; i++)
+        job_free(w->spare[i]);
     idx_shard_free(w->local);
     idx__strtab_free(&w->bdocs);
     kv_buf_free(&w->key);
@@ -347,7 +369,7 @@ static void enqueue(idx_writer *w, job *j)
 static bool spawn_job(void *ctx, void (*fn)(void *), void *arg)
 {
     idx_writer *w = ctx;
-    job *j = kv_calloc(1, sizeof *j);
+    job *j = job_get(w);
     if (!j)
         return false;
     j->fn = fn;
@@ -374,7 +396,7 @@ static int doc_write(idx_writer *w, uint32_t docid, const char *old_json,
                              new_len, err);
     if ((rc = worker_failure(w, err)))
         return rc;
-    if (!w->group && !(w->group = kv_calloc(1, sizeof *w->group)))
+    if (!w->group && !(w->group = job_get(w)))
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     job *j = w->group;
     gdoc *g = &j->doc[j->n];
