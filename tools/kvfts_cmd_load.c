@@ -312,6 +312,11 @@ int cmd_load(int argc, char **argv)
         free(id_tmpl);
         return code;
     }
+    /* Reads of 1 MiB, not stdio's 4 KiB: 11,662 read(2)s for the catalog
+     * took about 60 ms of a 1.1 s load.  A pipe's read still returns what is
+     * there, so a slow producer is not waited for any longer. */
+    static char inbuf[1u << 20];       /* glibc sizes no buffer of its own */
+    (void)setvbuf(in, inbuf, _IOFBF, sizeof inbuf);
     uint64_t total = 0;
     struct stat st;
     if (in != stdin && fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode))
