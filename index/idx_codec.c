@@ -308,6 +308,42 @@ int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
     return KVFTS_OK;
 }
 
+int idx_plist_copy_range(idx_plist *to, const idx_plist *from, uint32_t i,
+                         uint32_t j, const uint32_t *colmap, kv_err *err)
+{
+    if (i >= j)
+        return KVFTS_OK;
+    uint32_t v0 = from->vstart[i], v1 = from->vstart[j], nd = j - i;
+    bool pos = to->positions && from->positions;
+    uint64_t npos = from->positions ? (uint64_t)from->poff[v1] -
+                                      from->poff[v0] : 0;
+    int rc = idx_plist_reserve(to, nd, v1 - v0, npos, err);
+    if (rc)
+        return rc;
+    memcpy(to->ids + to->n, from->ids + i, (size_t)nd * 4);
+    for (uint32_t k = 1; k <= nd; k++)
+        to->vstart[to->n + k] = to->nv + (from->vstart[i + k] - v0);
+    uint32_t w0 = to->nv;
+    if (colmap) {
+        for (uint32_t v = v0; v < v1; v++)
+            to->vcol[w0 + (v - v0)] = colmap[from->vcol[v]];
+    } else {
+        memcpy(to->vcol + w0, from->vcol + v0, (size_t)(v1 - v0) * 4);
+    }
+    memcpy(to->vtf + w0, from->vtf + v0, (size_t)(v1 - v0) * 4);
+    for (uint32_t v = v0; v < v1; v++) {
+        if (pos) {
+            memcpy(to->pos + to->np, from->pos + from->poff[v],
+                   (size_t)from->vtf[v] * 4);
+            to->np += from->vtf[v];
+        }
+        to->poff[w0 + (v - v0) + 1] = to->np;
+    }
+    to->nv += v1 - v0;
+    to->n += nd;
+    return KVFTS_OK;
+}
+
 /* ---- blocks ------------------------------------------------------------- */
 
 void idx_block_init(idx_block *b)

@@ -151,6 +151,10 @@ int idx_plist_add(idx_plist *l, uint32_t id, uint32_t nv,
  *  (NULL: as they are). */
 int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
                        const uint32_t *colmap, kv_err *err);
+/** Append documents [i, j) of @p from, as idx_plist_copy_doc each, in one
+ *  reservation and a few copies. */
+int idx_plist_copy_range(idx_plist *to, const idx_plist *from, uint32_t i,
+                         uint32_t j, const uint32_t *colmap, kv_err *err);
 
 /* How much of a block is decoded: ids; views and tfs; positions. */
 enum { IDX_DEC_IDS = 0, IDX_DEC_VIEWS = 1, IDX_DEC_POS = 2 };

@@ -258,27 +258,35 @@ static void doc_counts(idx_segw *w, const idx_plist *l, uint32_t i)
 int idx_segw_term_add(idx_segw *w, const idx_plist *l, uint32_t from,
                       uint32_t to, kv_err *err)
 {
-    for (uint32_t i = from; i < to; i++) {
+    for (uint32_t i = from; i < to;) {
         if (w->pend.n == IDX_BLOCK_DOCS) {
             int rc = flush_block(w, err);
             if (rc)
                 return rc;
         }
-        uint32_t id = l->ids[i];
-        if (w->ndocs && id <= w->last)
-            return kv_seterr(err, KVFTS_ERROR, "segment writer: postings "
-                             "out of order (%u after %u)", id, w->last);
-        for (uint32_t v = l->vstart[i]; v < l->vstart[i + 1]; v++)
-            if (l->vcol[v] >= w->ncols)
-                return kv_seterr(err, KVFTS_ERROR, "segment writer: column "
-                                 "index %u of %u", l->vcol[v], w->ncols);
-        doc_counts(w, l, i);
-        if (w->ndocs++ == 0)
-            w->first = id;
-        w->last = id;
-        int rc = idx_plist_copy_doc(&w->pend, l, i, NULL, err);
+        /* as many as the pending block has room for, copied at once */
+        uint32_t j = to - i < IDX_BLOCK_DOCS - w->pend.n
+                         ? to : i + (IDX_BLOCK_DOCS - w->pend.n);
+        for (uint32_t k = i; k < j; k++) {
+            uint32_t id = l->ids[k];
+            if (w->ndocs && id <= w->last)
+                return kv_seterr(err, KVFTS_ERROR, "segment writer: "
+                                 "postings out of order (%u after %u)", id,
+                                 w->last);
+            for (uint32_t v = l->vstart[k]; v < l->vstart[k + 1]; v++)
+                if (l->vcol[v] >= w->ncols)
+                    return kv_seterr(err, KVFTS_ERROR, "segment writer: "
+                                     "column index %u of %u", l->vcol[v],
+                                     w->ncols);
+            doc_counts(w, l, k);
+            if (w->ndocs++ == 0)
+                w->first = id;
+            w->last = id;
+        }
+        int rc = idx_plist_copy_range(&w->pend, l, i, j, NULL, err);
         if (rc)
             return rc;
+        i = j;
     }
     return KVFTS_OK;
 }
@@ -467,12 +475,24 @@ static int merge_adds(termw *t, const idx_plist *src, const uint32_t *colmap,
     idx_plist_reset(&t->tmp, t->merged.positions);
     uint32_t i = 0, j = 0;
     int rc = KVFTS_OK;
-    while (!rc && (i < t->merged.n || j < src->n)) {
-        if (j == src->n ||
-            (i < t->merged.n && t->merged.ids[i] < src->ids[j]))
-            rc = idx_plist_copy_doc(&t->tmp, &t->merged, i++, NULL, err);
-        else
-            rc = idx_plist_copy_doc(&t->tmp, src, j++, colmap, err);
+    const idx_plist *m = &t->merged;
+    /* runs of either side copied at once (a term's postings from one
+     * shard are one run) */
+    while (!rc && (i < m->n || j < src->n)) {
+        uint32_t k;
+        if (j == src->n || (i < m->n && m->ids[i] < src->ids[j])) {
+            for (k = i + 1; k < m->n && (j == src->n ||
+                                          m->ids[k] < src->ids[j]); k++)
+                ;
+            rc = idx_plist_copy_range(&t->tmp, m, i, k, NULL, err);
+            i = k;
+        } else {
+            for (k = j + 1; k < src->n && (i == m->n ||
+                                            src->ids[k] <= m->ids[i]); k++)
+                ;
+            rc = idx_plist_copy_range(&t->tmp, src, j, k, colmap, err);
+            j = k;
+        }
     }
     if (!rc) {
         idx_plist x = t->merged;
