@@ -2174,6 +2174,14 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
     kv_env *e = t->env;
     bdb_inst *in = t->inst;
     bool write = t->write;
+    if (write && t->txn && t->nused) {
+        /* the segment files it made: on disk, then renamed inside it */
+        int src = kv__parts_seal(t, err);
+        if (src) {
+            kv_txn_abort(t);
+            return src;
+        }
+    }
     kv_stamps *st = write ? e->sh->stamps : NULL;
     if (st) {
         atomic_fetch_add(&st->slot[e->sh->slot], 1);

@@ -29,6 +29,8 @@ typedef struct kv_part {
     const struct kv_txn *creator;/* the transaction creating the file */
     char made[48];               /* the name it was made under (creator's
                                     transaction; kv_part.c: part_create) */
+    bool unlogged;               /* db[] are the creator's handles on made,
+                                    written without log records */
 } kv_part;
 
 /* One open instance of the Berkeley DB environment. */
@@ -135,6 +137,8 @@ struct kv_txn {
     struct kv_tpart {
         kv_part *p;
         DB *db[2];
+        bool unlogged;           /* this transaction makes p's file: its
+                                    records are written outside it */
     } *used, *lastp;             /* used: inline, or grown on the heap */
     size_t nused, usedcap;
     struct kv_tpart inline_used[8];
@@ -250,13 +254,18 @@ bool kv__parted(kv_space s);
  *  bytes name; @p create: a write transaction creates the file if it is
  *  missing.  A missing file in a snapshot is KV_RETRY. */
 int kv__part_db(kv_txn *t, kv_space s, const void *key, size_t klen,
-                bool create, DB **out, kv_err *err);
+                bool create, DB **out, DB_TXN **tx, kv_err *err);
 /** This thread's last missing segment file ("" if none): settable. */
 char *kv__part_gone(void);
 /** The partition (file) of a key of 4 bytes or more. */
 uint32_t kv__part_of(const void *key);
+/** As kv__part_db, by segment id.  @p tx: the Berkeley DB transaction to
+ *  use the database in (NULL while @p t makes the file: kv_part.c). */
 int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
-                   kv_err *err);
+                   DB_TXN **tx, kv_err *err);
+/** Before @p t commits: the files it made go to disk and are renamed into
+ *  place inside it. */
+int kv__parts_seal(kv_txn *t, kv_err *err);
 /** @p t ends (after its Berkeley DB transaction committed or aborted):
  *  drop its references; an abort closes the handles of files it created. */
 void kv__parts_end(kv_txn *t, bool committed);

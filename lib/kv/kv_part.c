@@ -21,9 +21,11 @@
  * Handles.  Opening a database costs a file open and a few page reads, so
  * an instance keeps each partition's handles open for all its
  * transactions (kv_part, in bdb_inst.parts); a transaction holds a
- * reference on each partition it used until it ends.  A file is created,
- * with both its databases, inside the write transaction that first puts a
- * record in it: an abort removes it again, and the handles go with it.
+ * reference on each partition it used until it ends.  A file is made,
+ * with both its databases, for the write transaction that first puts a
+ * record in it, and written without log records until that transaction
+ * renames it into place as it commits (part_create): an abort removes it
+ * again, and the handles go with it.
  * An existing file is opened in a snapshot transaction of its own, as
  * kv_env.c opens the fixed spaces, so that opening never waits for a
  * writer.
@@ -42,6 +44,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -250,27 +253,38 @@ static void part_unmake(bdb_inst *in, const char *file)
         (void)unlink(path);
 }
 
-/* Make p's file with both databases for the write transaction t, and open
- * them inside it (parts_mu held).
+/* Make p's file with both databases for the write transaction t (parts_mu
+ * held): under a name of its own (seg-ID.PID.N.new), with handles that
+ * write no log records, used outside the transaction (kv__part_db_id hands
+ * out no DB_TXN for them).  kv__parts_seal, before t commits, puts the file
+ * on disk and renames it into place inside t.
  *
- * The file is made outside the transaction, under a name of its own
- * (seg-ID.PID.N.new), and its pages go to disk; the transaction then
- * renames it into place and opens it.  Why not let the transaction make
- * it: Berkeley DB 5.3 logs a file made in a transaction as "create a
- * skeleton file (pages 0 and 1), rename it into place", and recovery
- * redoes both when the making is after its starting checkpoint: it
- * renames a new skeleton over the segment file that is there, then
- * rebuilds the pages from the log.  A page it read from the old file before the rename (a database's
- * meta page, read when recovery opens the files) is newer than the log's
- * records, so none is redone, and, clean in the cache, it is never written
- * to the new file: e2e.resume found seg-80000056.db's postings meta page
- * all zeros after recovery (reproduced with db5.3_recover on a copy taken
- * before recovery).  A rename whose source is gone is skipped by recovery,
- * and one whose transaction did not commit is undone, back to the .new
- * name: the abort removes that file (kv__parts_end); one a crash left goes
- * with the recovery, the failchk that finds its process dead, or the last
- * process to close (kv__parts_sweep). */
-static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
+ * Why outside the log: a segment is written once, front to back, into a
+ * file no one else can see until the rename.  Logging its pages wrote every
+ * byte twice (the log, then the file) and checksummed the log: about a
+ * third of a load's writes.  An abort or a crash loses nothing that needs
+ * undoing: the file is removed (kv__parts_end; kv__parts_sweep after a
+ * crash), and a committed rename finds it complete because it was synced
+ * first.  Pages written so carry Berkeley DB's "not logged" LSN; a later
+ * transaction that adds to the file (a merge's next step) logs its changes
+ * against that LSN as usual.
+ *
+ * Why not let the transaction make it: Berkeley DB 5.3 logs a file made in
+ * a transaction as "create a skeleton file (pages 0 and 1), rename it into
+ * place", and recovery redoes both when the making is after its starting
+ * checkpoint: it renames a new skeleton over the segment file that is
+ * there, then rebuilds the pages from the log.  A page it read from the old
+ * file before the rename (a database's meta page, read when recovery opens
+ * the files) is newer than the log's records, so none is redone, and, clean
+ * in the cache, it is never written to the new file: e2e.resume found
+ * seg-80000056.db's postings meta page all zeros after recovery
+ * (reproduced with db5.3_recover on a copy taken before recovery).  A
+ * rename whose source is gone is skipped by recovery, and one whose
+ * transaction did not commit is undone, back to the .new name: the abort
+ * removes that file (kv__parts_end); one a crash left goes with the
+ * recovery, the failchk that finds its process dead, or the last process
+ * to close (kv__parts_sweep). */
+static int part_create(kv_txn *t, kv_part *p, kv_err *err)
 {
     bdb_inst *in = t->inst;
     char *made = p->made;
@@ -280,39 +294,77 @@ static int part_create(kv_txn *t, kv_part *p, const char *file, kv_err *err)
         DB *db = NULL;
         if ((rc = db_new(in, &db, err)))
             break;
-        int ret = KV_BDB(in->sh, db->open(db, NULL, made, sub_names[k],
+        int ret = KV_BDB(in->sh, db->set_flags(db, DB_TXN_NOT_DURABLE));
+        if (!ret)
+            ret = KV_BDB(in->sh, db->open(db, NULL, made, sub_names[k],
                                           DB_BTREE, DB_CREATE | DB_EXCL |
                                           DB_THREAD, 0644));
-        if (!ret)
-            ret = KV_BDB(in->sh, db->sync(db, 0));
-        kv__db_close(db, 0);
-        if (ret)
-            rc = kv__bdb_err(in, ret, err, made);
-    }
-    if (!rc) {
-        int ret = KV_BDB(in->sh, in->env->dbrename(in->env, t->txn, made,
-                                                   NULL, file, 0));
-        if (ret)
-            rc = kv__bdb_err(in, ret, err, file);
-    }
-    if (rc) {
-        part_unmake(in, made);
-        return rc;
-    }
-    p->creator = t;     /* from here on, the abort undoes the rename */
-    for (int k = 0; k < 2 && !rc; k++) {
-        DB *db = NULL;
-        if ((rc = db_new(in, &db, err)))
-            break;
-        int ret = KV_BDB(in->sh,
-                         db->open(db, t->txn, file, sub_names[k], DB_BTREE,
-                                  DB_MULTIVERSION | DB_THREAD, 0644));
         if (ret) {
-            kv__db_close(db, 0);
-            rc = kv__bdb_err(in, ret, err, file);
+            kv__db_close(db, DB_NOSYNC);
+            rc = kv__bdb_err(in, ret, err, made);
         } else {
             p->db[k] = db;
         }
+    }
+    if (rc) {
+        part_close_dbs(p);
+        part_unmake(in, made);
+        return rc;
+    }
+    p->creator = t;
+    p->unlogged = true;
+    return KVFTS_OK;
+}
+
+/* The directory's entries to disk (a file made in it). */
+static int sync_dir(bdb_inst *in, kv_err *err)
+{
+    int fd = open(in->sh->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return kv_seterr(err, KVFTS_ERROR, "database '%s': sync: %s",
+                         in->sh->dir, strerror(e));
+    }
+    close(fd);
+    return KVFTS_OK;
+}
+
+int kv__parts_seal(kv_txn *t, kv_err *err)
+{
+    bdb_inst *in = t->inst;
+    int rc = KVFTS_OK;
+    bool synced_dir = false;
+    for (size_t i = 0; i < t->nused && !rc; i++) {
+        struct kv_tpart *tp = &t->used[i];
+        if (!tp->unlogged)
+            continue;
+        kv_part *p = tp->p;
+        char file[32];
+        part_file(file, sizeof file, p->id);
+        pthread_mutex_lock(&in->parts_mu);
+        /* One file: a sync of either database writes both. */
+        int ret = KV_BDB(in->sh, p->db[0]->sync(p->db[0], 0));
+        part_close_dbs(p);
+        p->unlogged = false;
+        pthread_mutex_unlock(&in->parts_mu);
+        tp->db[0] = tp->db[1] = NULL;
+        tp->unlogged = false;
+        if (ret) {
+            rc = kv__bdb_err(in, ret, err, p->made);
+            break;
+        }
+        if (!synced_dir) {
+            rc = sync_dir(in, err);
+            synced_dir = true;
+            if (rc)
+                break;
+        }
+        ret = KV_BDB(in->sh, in->env->dbrename(in->env, t->txn, p->made,
+                                               NULL, file, 0));
+        if (ret)
+            rc = kv__bdb_err(in, ret, err, file);
     }
     return rc;
 }
@@ -388,13 +440,13 @@ static int txn_part(kv_txn *t, uint32_t id, struct kv_tpart **out,
     pthread_mutex_unlock(&in->parts_mu);
     if (!p)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    t->used[t->nused] = (struct kv_tpart){ p, { db0, db1 } };
+    t->used[t->nused] = (struct kv_tpart){ p, { db0, db1 }, false };
     *out = t->lastp = &t->used[t->nused++];
     return KVFTS_OK;
 }
 
 int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
-                   kv_err *err)
+                   DB_TXN **tx, kv_err *err)
 {
     struct kv_tpart *tp = NULL;
     int rc = txn_part(t, id, &tp, err);
@@ -403,6 +455,7 @@ int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
     int k = sub_of(s);
     if (tp->db[k]) {
         *out = tp->db[k];
+        *tx = tp->unlogged ? NULL : t->txn;
         return KVFTS_OK;
     }
     char file[32], path[4096];
@@ -423,7 +476,8 @@ int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
             rc = kv_seterr(err, KVFTS_ERROR, "segment file %s: its making "
                            "failed in this transaction", file);
         } else if (!exists && create && t->write) {
-            rc = part_create(t, p, file, err);
+            rc = part_create(t, p, err);
+            tp->unlogged = rc == KVFTS_OK;
         } else if (exists) {
             rc = part_open(t, p, k, file, err);
         } else if (create) {
@@ -442,8 +496,10 @@ int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
         tp->db[1] = p->db[1];
     }
     pthread_mutex_unlock(&in->parts_mu);
-    if (!rc)
+    if (!rc) {
         *out = tp->db[k];
+        *tx = tp->unlogged ? NULL : t->txn;
+    }
     return rc;
 }
 
@@ -454,12 +510,12 @@ uint32_t kv__part_of(const void *key)
 }
 
 int kv__part_db(kv_txn *t, kv_space s, const void *key, size_t klen,
-                bool create, DB **out, kv_err *err)
+                bool create, DB **out, DB_TXN **tx, kv_err *err)
 {
     if (klen < 4)
         return kv_seterr(err, KVFTS_EINVAL, "%s: key of %zu bytes has no "
                          "segment id", kv_spaces[s].name, klen);
-    return kv__part_db_id(t, s, kv__part_of(key), create, out, err);
+    return kv__part_db_id(t, s, kv__part_of(key), create, out, tx, err);
 }
 
 static void used_free(kv_txn *t)
@@ -490,6 +546,7 @@ void kv__parts_end(kv_txn *t, bool committed)
         /* The abort renamed the file back to its .new name; its handles
          * can only be closed, and the file removed. */
         part_close_dbs(p);
+        p->unlogged = false;
         part_unmake(in, p->made);
         for (size_t j = 0; j < in->nparts && !p->refs; j++)
             if (in->parts[j] == p) {

@@ -35,15 +35,17 @@ static int check_len(size_t n, kv_err *err)
 }
 
 /* The database of space s that holds key (a segment's file for the
- * partitioned spaces, kv_part.c). */
+ * partitioned spaces, kv_part.c), and the Berkeley DB transaction to use
+ * it in (none for a file t is making). */
 static int space_db(kv_txn *t, kv_space s, const void *key, size_t klen,
-                    bool create, DB **db, kv_err *err)
+                    bool create, DB **db, DB_TXN **tx, kv_err *err)
 {
     if (!kv__parted(s)) {
         *db = t->inst->db[s];
+        *tx = t->txn;
         return KVFTS_OK;
     }
-    return kv__part_db(t, s, key, klen, create, db, err);
+    return kv__part_db(t, s, key, klen, create, db, tx, err);
 }
 
 /* Read the value at key into val; with head > 0 only its first head bytes
@@ -52,11 +54,12 @@ static int get_value(kv_txn *t, kv_space s, const void *key, size_t klen,
                      size_t head, kv_buf *val, bool for_update, kv_err *err)
 {
     DB *db = NULL;
+    DB_TXN *tx = NULL;
     int rc = check_len(klen, err);
     if (!rc)
         rc = kv__txn_live(t, err);
     if (!rc)
-        rc = space_db(t, s, key, klen, false, &db, err);
+        rc = space_db(t, s, key, klen, false, &db, &tx, err);
     if (rc)
         return rc;
     DBT k, v;
@@ -72,8 +75,9 @@ static int get_value(kv_txn *t, kv_space s, const void *key, size_t klen,
             v.dlen = (u_int32_t)head;
         }
         int ret = KV_BDB(t->inst->sh,
-                         db->get(db, t->txn, &k, &v,
-                                 for_update && t->write ? DB_RMW : 0));
+                         db->get(db, tx, &k, &v,
+                                 for_update && tx && t->write ? DB_RMW
+                                                              : 0));
         if (ret == DB_BUFFER_SMALL) {
             val->len = 0;
             rc = kv_buf_reserve(val, v.size, err);
@@ -105,17 +109,18 @@ int kv_put(kv_txn *t, kv_space s, const void *key, size_t klen,
            const void *val, size_t vlen, kv_err *err)
 {
     DB *db = NULL;
+    DB_TXN *tx = NULL;
     int rc = check_len(klen, err);
     if (!rc)
         rc = check_len(vlen, err);
     if (!rc)
-        rc = space_db(t, s, key, klen, t->write, &db, err);
+        rc = space_db(t, s, key, klen, t->write, &db, &tx, err);
     if (rc)
         return rc;
     DBT k, v;
     dbt_in(&k, key, klen);
     dbt_in(&v, val, vlen);
-    int ret = KV_BDB(t->inst->sh, db->put(db, t->txn, &k, &v,
+    int ret = KV_BDB(t->inst->sh, db->put(db, tx, &k, &v,
                                           s == KV_LOOKUPS ? DB_NODUPDATA
                                                           : 0));
     if (ret == DB_KEYEXIST)
@@ -176,12 +181,13 @@ int kv_put_sorted(kv_txn *t, kv_space s, const kv_rec *v, size_t n,
 int kv_del(kv_txn *t, kv_space s, const void *key, size_t klen, kv_err *err)
 {
     DB *db = NULL;
-    int rc = space_db(t, s, key, klen, false, &db, err);
+    DB_TXN *tx = NULL;
+    int rc = space_db(t, s, key, klen, false, &db, &tx, err);
     if (rc)
         return rc;
     DBT k;
     dbt_in(&k, key, klen);
-    int ret = KV_BDB(t->inst->sh, db->del(db, t->txn, &k, 0));
+    int ret = KV_BDB(t->inst->sh, db->del(db, tx, &k, 0));
     return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
 }
 
@@ -358,7 +364,8 @@ static int cursor_bind(kv_cursor *c, const void *key, size_t klen,
             return KVFTS_OK;
         }
     DB *db = NULL;
-    int rc = kv__part_db_id(c->txn, c->space, id, false, &db, err);
+    DB_TXN *tx = NULL;
+    int rc = kv__part_db_id(c->txn, c->space, id, false, &db, &tx, err);
     if (rc)
         return rc;
     void *arr = c->pcs;
@@ -368,7 +375,7 @@ static int cursor_bind(kv_cursor *c, const void *key, size_t klen,
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     c->pcs = arr;
     DBC *dbc = NULL;
-    int ret = KV_BDB(c->txn->inst->sh, db->cursor(db, c->txn->txn, &dbc, 0));
+    int ret = KV_BDB(c->txn->inst->sh, db->cursor(db, tx, &dbc, 0));
     if (ret)
         return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
     c->pcs[c->npcs++] = (struct kv_pcur){ id, dbc };

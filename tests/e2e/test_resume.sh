@@ -170,7 +170,10 @@ while [ $okills -lt $KILLS ] && [ $i -lt $((3 * KILLS)) ]; do
     while [ ! -s "$T_DIR/ops.out" ] && kill -0 $wpid 2>/dev/null; do
         sleep 0.01
     done
-    kill_later $wpid 150
+    # 20 to 80 ms: a writer commits about 3,000 ops a second here, and the
+    # ops run out at 15,000 (half the lines' puts); at 20 to 170 ms a run
+    # used them all in 49 kills, and the 50th writer had none left.
+    kill_later $wpid 60
     okills=$((okills + LANDED))
     [ $RC = 137 ] || [ $RC = 0 ] ||
         fail "writer $i exited $RC before the kill" "$(cat "$T_DIR/ops.err")"

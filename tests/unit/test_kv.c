@@ -469,6 +469,34 @@ static int seg_file_metas(const char *dir, uint32_t id)
     return metas;
 }
 
+/* Whether segment file id holds the n bytes at b (read from the disk). */
+static bool seg_file_has(const char *dir, uint32_t id, const void *b,
+                         size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/seg-%08x.db", dir, id);
+    FILE *in = fopen(path, "rb");
+    assert_non_null(in);
+    size_t cap = 1 << 20, len = 0;
+    char *all = malloc(cap);
+    assert_non_null(all);
+    size_t got;
+    while ((got = fread(all + len, 1, cap - len, in)) > 0) {
+        len += got;
+        if (len == cap) {
+            cap *= 2;
+            all = realloc(all, cap);
+            assert_non_null(all);
+        }
+    }
+    fclose(in);
+    bool found = false;
+    for (size_t i = 0; i + n <= len && !found; i++)
+        found = memcmp(all + i, b, n) == 0;
+    free(all);
+    return found;
+}
+
 /* How many segment files being made (seg-*.new) are in dir. */
 static int made_files(const char *dir)
 {
@@ -524,11 +552,9 @@ static void test_segment_files(void **state)
     assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
     seg_key(key, a, "k1");
     assert_int_equal(kv_put(t, KV_TERMS, key, 6, "v1", 2, &err), 0);
-    assert_true(seg_file_exists(f->dir, a));
-    /* Its databases' meta pages are on disk from the start: recovery
-     * cannot redo a database whose meta page it cannot read, and a crash
-     * after the commit, before the cache wrote them, lost "terms". */
-    assert_int_equal(seg_file_metas(f->dir, a), 3);
+    /* Made under a name of its own; its own name only as it commits. */
+    assert_false(seg_file_exists(f->dir, a));
+    assert_int_equal(made_files(f->dir), 1);
     kv_txn_abort(t);
     assert_false(seg_file_exists(f->dir, a));
     assert_int_equal(made_files(f->dir), 0);  /* nor its .new name */
@@ -543,9 +569,18 @@ static void test_segment_files(void **state)
         seg_key(key, seg, "p1");
         assert_int_equal(kv_put(t, KV_POSTINGS, key, 6, "pp", 2, &err), 0);
     }
+    assert_int_equal(made_files(f->dir), 2);
     assert_int_equal(kv_txn_commit(t, &err), 0);
     assert_true(seg_file_exists(f->dir, a) && seg_file_exists(f->dir, b));
     assert_false(seg_file_exists(f->dir, small));
+    assert_int_equal(made_files(f->dir), 0);
+    /* Written without log records, so on disk by the commit, meta pages
+     * and all: recovery cannot redo a database whose meta page it cannot
+     * read, and a crash after the commit, before the cache wrote them,
+     * lost "terms". */
+    assert_int_equal(seg_file_metas(f->dir, a), 3);
+    seg_key(key, a, "p1");
+    assert_true(seg_file_has(f->dir, a, key, 6));
     uint32_t *ids;
     size_t n;
     /* A cursor stays in the file of its key: next stops at its end. */
