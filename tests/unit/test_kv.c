@@ -257,6 +257,38 @@ static void test_buffers_and_errors(void **state)
     assert_int_equal(kv_buf_appendf(&b, &err, "%d-%s", 42, "x"), 0);
     assert_int_equal(kv_buf_append_json_str(&b, "a\"b\\c\n\x01", 7, &err), 0);
     assert_string_equal(b.data, "42-x\"a\\\"b\\\\c\\n\\u0001\"");
+    /* Each character that needs escaping, at every offset of a string
+     * longer than the eight bytes the escaper checks at once, among
+     * UTF-8 bytes (0xc3 0xa9, which must not read as control characters):
+     * the same escape, the rest copied as it is. */
+    static const struct {
+        char c;
+        const char *esc;
+    } escs[] = { { '"', "\\\"" }, { '\\', "\\\\" }, { '\n', "\\n" },
+                 { '\x1f', "\\u001f" }, { '\x7f', "\x7f" } };
+    for (size_t e = 0; e < sizeof escs / sizeof escs[0]; e++)
+        for (size_t at = 0; at < 21; at++) {
+            char in[22], want[40];
+            for (size_t k = 0; k < 21; k++)
+                in[k] = k % 5 == 4 ? (char)0xc3 : k % 5 == 0 && k ? (char)0xa9
+                                                                : 'a';
+            in[at] = escs[e].c;
+            size_t w = 0;
+            want[w++] = '"';
+            for (size_t k = 0; k < 21; k++) {
+                if (k == at) {
+                    memcpy(want + w, escs[e].esc, strlen(escs[e].esc));
+                    w += strlen(escs[e].esc);
+                } else {
+                    want[w++] = in[k];
+                }
+            }
+            want[w++] = '"';
+            kv_buf_reset(&b);
+            assert_int_equal(kv_buf_append_json_str(&b, in, 21, &err), 0);
+            assert_int_equal(b.len, w);
+            assert_memory_equal(b.data, want, w);
+        }
     kv_buf_reset(&b);
     assert_int_equal(b.len, 0);
     for (int i = 0; i < 10000; i++)
