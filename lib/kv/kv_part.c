@@ -503,6 +503,63 @@ int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
     return rc;
 }
 
+struct kv_partw {
+    bdb_inst *in;
+    uint32_t id;
+    DB *db[2];
+};
+
+int kv_partw_open(kv_partw **out, kv_txn *t, uint32_t id, kv_err *err)
+{
+    *out = NULL;
+    if (!(id & KV_PART_OWN) || !t->write)
+        return KVFTS_OK;
+    DB *db[2] = { NULL, NULL };
+    DB_TXN *tx[2] = { NULL, NULL };
+    int rc = kv__part_db_id(t, KV_TERMS, id, true, &db[0], &tx[0], err);
+    if (!rc)
+        rc = kv__part_db_id(t, KV_POSTINGS, id, true, &db[1], &tx[1], err);
+    if (rc || tx[0] || tx[1])
+        return rc;         /* not a file this transaction makes */
+    kv_partw *w = kv_calloc(1, sizeof *w);
+    if (!w)
+        return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
+    *w = (kv_partw){ t->inst, id, { db[0], db[1] } };
+    *out = w;
+    return KVFTS_OK;
+}
+
+int kv_partw_put(kv_partw *w, kv_space s, const void *key, size_t klen,
+                 const void *val, size_t vlen, kv_err *err)
+{
+    if ((s != KV_TERMS && s != KV_POSTINGS) || klen < 4 ||
+        klen > UINT32_MAX / 2 || vlen > UINT32_MAX / 2 ||
+        kv_get_be32(key) != w->id)
+        return kv_seterr(err, KVFTS_EINVAL, "segment file %08x: a record "
+                         "of another space or segment", w->id);
+    DB *db = w->db[sub_of(s)];
+    DBT k, v;
+    memset(&k, 0, sizeof k);
+    memset(&v, 0, sizeof v);
+    k.data = (void *)key;
+    k.size = (u_int32_t)klen;
+    v.data = (void *)val;
+    v.size = (u_int32_t)vlen;
+    int ret = KV_BDB(w->in->sh, db->put(db, NULL, &k, &v, 0));
+    return kv__bdb_err(w->in, ret, err, kv_spaces[s].name);
+}
+
+int kv_partw_sync(kv_partw *w, kv_err *err)
+{
+    int ret = KV_BDB(w->in->sh, w->db[0]->sync(w->db[0], 0));
+    return kv__bdb_err(w->in, ret, err, "segment file");
+}
+
+void kv_partw_free(kv_partw *w)
+{
+    kv_free(w);
+}
+
 uint32_t kv__part_of(const void *key)
 {
     uint32_t id = kv_get_be32(key);

@@ -12,6 +12,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <dirent.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 
@@ -464,6 +466,82 @@ static void test_merge_beside_open_batch(void **state)
     assert_int_equal(kvfts_check(&diffs, c, NULL, NULL), KVFTS_OK);
     assert_int_equal(diffs, 0);
     kvfts_close(c);
+}
+
+/* A batch whose index buffer passes a megabyte is written as a segment
+ * file of its own, which its transaction makes: with worker threads, a
+ * consumer thread puts the segment's records (outside the transaction)
+ * while the committing thread puts the documents (inside it).  Under
+ * ThreadSanitizer (unit.api is one of its tests) the two side by side; the
+ * answers and the check after the commit, and nothing after a rollback. */
+static void test_batch_own_segment(void **state)
+{
+    fx *f = *state;
+    setenv("KVFTS_WORKERS", "2", 1);
+    char key[32], doc[256];
+    for (int round = 0; round < 2; round++) {
+        kvfts_batch *b = NULL;
+        assert_int_equal(kvfts_batch_begin(&b, f->db), KVFTS_OK);
+        for (int i = 0; i < 6000; i++) {
+            snprintf(key, sizeof key, "r%d::%d", round, i);
+            snprintf(doc, sizeof doc, "{\"t\":\"common w%d x%d y%d z%d "
+                     "v%d u%d\",\"n\":\"n%d\"}", i, i % 97, i % 89, i % 83,
+                     i * 7, i * 13, i);
+            assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key),
+                                               S(doc)), KVFTS_OK);
+        }
+        if (round == 1) {          /* rolled back: nothing of it stays */
+            kvfts_batch_free(b);
+            break;
+        }
+        assert_int_equal(kvfts_batch_commit(b), KVFTS_OK);
+        kvfts_batch_free(b);
+    }
+    unsetenv("KVFTS_WORKERS");
+    size_t nseg = 0, nnew = 0;
+    DIR *d = opendir(f->dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "seg-8", 5) != 0)
+            continue;
+        nseg++;
+        nnew += strstr(e->d_name, ".new") != NULL;
+    }
+    closedir(d);
+    assert_int_equal(nseg, 1);                 /* one file, no .new left */
+    assert_int_equal(nnew, 0);
+    /* the counts, from the documents' own rule */
+    uint64_t nx5 = 0, nx5y7 = 0, nx5z9 = 0;
+    for (int i = 0; i < 6000; i++) {
+        nx5 += i % 97 == 5;
+        nx5y7 += i % 97 == 5 && i % 89 == 7;
+        nx5z9 += i % 97 == 5 && i % 83 == 9;
+    }
+    assert_true(nx5 > 50 && nx5z9 == 1);
+    kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
+    so.count_only = true;
+    const struct {
+        const char *q;
+        uint64_t n;
+    } qs[] = { { "common", 6000 }, { "x5", nx5 }, { "x5 y7", nx5y7 },
+               { "x5 z9", nx5z9 }, { "w4321", 1 },
+               { "\"common w17\"", 1 } };
+    assert_doc(f->db, "r0::4321", "{\"t\":\"common w4321 x53 y49 z5 "
+               "v30247 u56173\",\"n\":\"n4321\"}");
+    assert_doc(f->db, "r1::4321", NULL);       /* rolled back */
+    for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+        kvfts_results *r = NULL;
+        assert_int_equal(kvfts_search(&r, f->db, S(qs[i].q), &so), KVFTS_OK);
+        if (kvfts_results_total(r) != qs[i].n)
+            fail_msg("%s: %llu, not %llu", qs[i].q,
+                     (unsigned long long)kvfts_results_total(r),
+                     (unsigned long long)qs[i].n);
+        kvfts_results_free(r);
+    }
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, f->db, NULL, NULL), KVFTS_OK);
+    assert_int_equal(diffs, 0);
 }
 
 static void test_batch(void **state)
@@ -1200,6 +1278,7 @@ int main(void)
         T(test_counters_auto_range),
         T(test_lookups),
         T(test_config_errors),
+        T(test_batch_own_segment),
         T(test_batch),
         T(test_merge_beside_open_batch),
         T(test_batch_held_keys),

@@ -358,6 +358,23 @@ int kv_del_pair(kv_txn *txn, kv_space space, const void *key, size_t klen,
  *  handle of any process uses it (try again later), KVFTS_OK if it is
  *  gone (or was). */
 int kv_part_remove(kv_env *env, uint32_t id, kv_err *err);
+/** Writing a segment file that @p txn makes from another thread.  The
+ *  records of a file being made go outside the transaction (kv_part.c), so
+ *  another thread may put them while @p txn's own goes on with other
+ *  spaces.  kv_partw_open (on @p txn's thread) makes the file of segment
+ *  @p id (KV_PART_OWN set) if @p txn has not yet; *out is NULL, and the
+ *  records must go through kv_put(), when the file is not one @p txn makes
+ *  (it exists, or is the shared one).  kv_partw_put() (KV_TERMS or
+ *  KV_POSTINGS, keys of segment @p id) from one thread at a time, until
+ *  @p txn commits or aborts; kv_partw_free() any time after the last. */
+typedef struct kv_partw kv_partw;
+int kv_partw_open(kv_partw **out, kv_txn *txn, uint32_t id, kv_err *err);
+int kv_partw_put(kv_partw *w, kv_space space, const void *key, size_t klen,
+                 const void *val, size_t vlen, kv_err *err);
+/** Write the file's pages so far to disk (the commit then has only the
+ *  rest to write), from the thread that puts. */
+int kv_partw_sync(kv_partw *w, kv_err *err);
+void kv_partw_free(kv_partw *w);
 /** The segment files present in @p txn's directory, in id order (0: the
  *  shared one; kv_free() *ids).  The directory as it is now, not as of
  *  the transaction's snapshot. */
