@@ -343,9 +343,10 @@ int kv__parts_seal(kv_txn *t, kv_err *err)
         kv_part *p = tp->p;
         char file[32];
         part_file(file, sizeof file, p->id);
-        pthread_mutex_lock(&in->parts_mu);
-        /* One file: a sync of either database writes both. */
+        /* One file: a sync of either database writes both.  Outside
+         * parts_mu: the handles are this transaction's alone. */
         int ret = KV_BDB(in->sh, p->db[0]->sync(p->db[0], 0));
+        pthread_mutex_lock(&in->parts_mu);
         part_close_dbs(p);
         p->unlogged = false;
         pthread_mutex_unlock(&in->parts_mu);
