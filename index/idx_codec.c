@@ -282,32 +282,6 @@ int idx_plist_add(idx_plist *l, uint32_t id, uint32_t nv,
     return KVFTS_OK;
 }
 
-int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
-                       const uint32_t *colmap, kv_err *err)
-{
-    uint32_t v0 = from->vstart[i], v1 = from->vstart[i + 1];
-    uint64_t npos = from->positions ? (uint64_t)from->poff[v1] -
-                                      from->poff[v0] : 0;
-    int rc = idx_plist_reserve(to, 1, v1 - v0, npos, err);
-    if (rc)
-        return rc;
-    to->ids[to->n] = from->ids[i];
-    for (uint32_t v = v0; v < v1; v++) {
-        uint32_t w = to->nv++;
-        to->vcol[w] = colmap ? colmap[from->vcol[v]] : from->vcol[v];
-        to->vtf[w] = from->vtf[v];
-        if (to->positions && from->positions) {
-            memcpy(to->pos + to->np, from->pos + from->poff[v],
-                   (size_t)from->vtf[v] * 4);
-            to->np += from->vtf[v];
-        }
-        to->poff[w + 1] = to->np;
-    }
-    to->n++;
-    to->vstart[to->n] = to->nv;
-    return KVFTS_OK;
-}
-
 int idx_plist_copy_range(idx_plist *to, const idx_plist *from, uint32_t i,
                          uint32_t j, const uint32_t *colmap, kv_err *err)
 {
@@ -342,6 +316,12 @@ int idx_plist_copy_range(idx_plist *to, const idx_plist *from, uint32_t i,
     to->nv += v1 - v0;
     to->n += nd;
     return KVFTS_OK;
+}
+
+int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
+                       const uint32_t *colmap, kv_err *err)
+{
+    return idx_plist_copy_range(to, from, i, i + 1, colmap, err);
 }
 
 /* ---- blocks ------------------------------------------------------------- */

@@ -152,7 +152,8 @@ int idx_plist_add(idx_plist *l, uint32_t id, uint32_t nv,
 int idx_plist_copy_doc(idx_plist *to, const idx_plist *from, uint32_t i,
                        const uint32_t *colmap, kv_err *err);
 /** Append documents [i, j) of @p from, as idx_plist_copy_doc each, in one
- *  reservation and a few copies. */
+ *  reservation and a few copies (idx_plist_copy_doc is its one-document
+ *  case). */
 int idx_plist_copy_range(idx_plist *to, const idx_plist *from, uint32_t i,
                          uint32_t j, const uint32_t *colmap, kv_err *err);
 

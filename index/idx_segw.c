@@ -1193,11 +1193,7 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
     if (!rc && (f.seg_id & KV_PART_OWN))
         rc = kv_partw_open(&f.pw, txn, f.seg_id, err);
     bool async = !rc && driver_start(&f);
-    kv_err cerr = KV_ERR_INIT;
-    consumer cons;
-    memset(&cons, 0, sizeof cons);
-    cons.f = &f;
-    cons.err = cerr;
+    consumer cons = { .f = &f, .err = KV_ERR_INIT };
     bool consumed = async && f.pw && consumer_start(&cons);
     if (!rc && side->fn)
         rc = side->fn(side->arg, txn, err);

@@ -45,8 +45,6 @@ uint32_t idx_gallop(const uint32_t *a, uint32_t from, uint32_t n,
 int idx__grow_to(void *pp, uint32_t *cap, uint64_t need, size_t elem,
                  kv_err *err)
 {
-    if (need <= *cap)
-        return KVFTS_OK;
     if (need > UINT32_MAX / 2)
         return kv_seterr(err, KVFTS_ENOMEM, "index buffer too large");
     /* At first 64 elements, but no more than about 256 bytes of wide

@@ -29,8 +29,6 @@ typedef struct kv_part {
     const struct kv_txn *creator;/* the transaction creating the file */
     char made[48];               /* the name it was made under (creator's
                                     transaction; kv_part.c: part_create) */
-    bool unlogged;               /* db[] are the creator's handles on made,
-                                    written without log records */
 } kv_part;
 
 /* One open instance of the Berkeley DB environment. */
@@ -263,6 +261,10 @@ uint32_t kv__part_of(const void *key);
  *  use the database in (NULL while @p t makes the file: kv_part.c). */
 int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
                    DB_TXN **tx, kv_err *err);
+/** The database of @p w's file for key (of space @p s): EINVAL for a key
+ *  of another space or segment (kv_partw_put, kv_records.c). */
+int kv__partw_db(const kv_partw *w, kv_space s, const void *key,
+                 size_t klen, bdb_inst **in, DB **db, kv_err *err);
 /** Before @p t commits: the files it made go to disk and are renamed into
  *  place inside it. */
 int kv__parts_seal(kv_txn *t, kv_err *err);

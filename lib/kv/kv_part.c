@@ -312,7 +312,6 @@ static int part_create(kv_txn *t, kv_part *p, kv_err *err)
         return rc;
     }
     p->creator = t;
-    p->unlogged = true;
     return KVFTS_OK;
 }
 
@@ -348,7 +347,6 @@ int kv__parts_seal(kv_txn *t, kv_err *err)
         int ret = KV_BDB(in->sh, p->db[0]->sync(p->db[0], 0));
         pthread_mutex_lock(&in->parts_mu);
         part_close_dbs(p);
-        p->unlogged = false;
         pthread_mutex_unlock(&in->parts_mu);
         tp->db[0] = tp->db[1] = NULL;
         tp->unlogged = false;
@@ -530,24 +528,16 @@ int kv_partw_open(kv_partw **out, kv_txn *t, uint32_t id, kv_err *err)
     return KVFTS_OK;
 }
 
-int kv_partw_put(kv_partw *w, kv_space s, const void *key, size_t klen,
-                 const void *val, size_t vlen, kv_err *err)
+int kv__partw_db(const kv_partw *w, kv_space s, const void *key,
+                 size_t klen, bdb_inst **in, DB **db, kv_err *err)
 {
     if ((s != KV_TERMS && s != KV_POSTINGS) || klen < 4 ||
-        klen > UINT32_MAX / 2 || vlen > UINT32_MAX / 2 ||
         kv_get_be32(key) != w->id)
         return kv_seterr(err, KVFTS_EINVAL, "segment file %08x: a record "
                          "of another space or segment", w->id);
-    DB *db = w->db[sub_of(s)];
-    DBT k, v;
-    memset(&k, 0, sizeof k);
-    memset(&v, 0, sizeof v);
-    k.data = (void *)key;
-    k.size = (u_int32_t)klen;
-    v.data = (void *)val;
-    v.size = (u_int32_t)vlen;
-    int ret = KV_BDB(w->in->sh, db->put(db, NULL, &k, &v, 0));
-    return kv__bdb_err(w->in, ret, err, kv_spaces[s].name);
+    *in = w->in;
+    *db = w->db[sub_of(s)];
+    return KVFTS_OK;
 }
 
 int kv_partw_sync(kv_partw *w, kv_err *err)
@@ -604,7 +594,6 @@ void kv__parts_end(kv_txn *t, bool committed)
         /* The abort renamed the file back to its .new name; its handles
          * can only be closed, and the file removed. */
         part_close_dbs(p);
-        p->unlogged = false;
         part_unmake(in, p->made);
         for (size_t j = 0; j < in->nparts && !p->refs; j++)
             if (in->parts[j] == p) {

@@ -105,6 +105,22 @@ int kv_get_head(kv_txn *t, kv_space s, const void *key, size_t klen,
     return get_value(t, s, key, klen, head ? head : 1, val, false, err);
 }
 
+/* Put key -> val into db of space s in tx (NULL: a file being made,
+ * kv_part.c). */
+static int db_put(bdb_inst *in, DB *db, DB_TXN *tx, kv_space s,
+                  const void *key, size_t klen, const void *val, size_t vlen,
+                  kv_err *err)
+{
+    DBT k, v;
+    dbt_in(&k, key, klen);
+    dbt_in(&v, val, vlen);
+    int ret = KV_BDB(in->sh, db->put(db, tx, &k, &v,
+                                     s == KV_LOOKUPS ? DB_NODUPDATA : 0));
+    if (ret == DB_KEYEXIST)
+        return KVFTS_OK;   /* the pair is already there */
+    return kv__bdb_err(in, ret, err, kv_spaces[s].name);
+}
+
 int kv_put(kv_txn *t, kv_space s, const void *key, size_t klen,
            const void *val, size_t vlen, kv_err *err)
 {
@@ -115,17 +131,20 @@ int kv_put(kv_txn *t, kv_space s, const void *key, size_t klen,
         rc = check_len(vlen, err);
     if (!rc)
         rc = space_db(t, s, key, klen, t->write, &db, &tx, err);
-    if (rc)
-        return rc;
-    DBT k, v;
-    dbt_in(&k, key, klen);
-    dbt_in(&v, val, vlen);
-    int ret = KV_BDB(t->inst->sh, db->put(db, tx, &k, &v,
-                                          s == KV_LOOKUPS ? DB_NODUPDATA
-                                                          : 0));
-    if (ret == DB_KEYEXIST)
-        return KVFTS_OK;   /* the pair is already there */
-    return kv__bdb_err(t->inst, ret, err, kv_spaces[s].name);
+    return rc ? rc : db_put(t->inst, db, tx, s, key, klen, val, vlen, err);
+}
+
+int kv_partw_put(kv_partw *w, kv_space s, const void *key, size_t klen,
+                 const void *val, size_t vlen, kv_err *err)
+{
+    bdb_inst *in = NULL;
+    DB *db = NULL;
+    int rc = check_len(klen, err);
+    if (!rc)
+        rc = check_len(vlen, err);
+    if (!rc)
+        rc = kv__partw_db(w, s, key, klen, &in, &db, err);
+    return rc ? rc : db_put(in, db, NULL, s, key, klen, val, vlen, err);
 }
 
 int kv_put_sorted(kv_txn *t, kv_space s, const kv_rec *v, size_t n,
