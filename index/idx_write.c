@@ -594,8 +594,8 @@ static int recref_cmp(const void *a, const void *b)
 }
 
 /* Store the document records the workers encoded, in doc id order (the
- * B-tree's appends; a new document's id is the largest yet).  The flush's
- * idx_side job: done while the segment is encoded. */
+ * B-tree's appends; a new document's id is the largest yet): part of the
+ * flush's side_job, done while the segment is encoded. */
 static int put_records(void *arg, kv_txn *txn, kv_err *err)
 {
     idx_writer *w = arg;
@@ -798,6 +798,28 @@ static int lens_write(idx_writer *w, kv_txn *txn, idx_shard **shards,
     return rc;
 }
 
+/* What this thread writes of a flush while the segment is encoded (the
+ * idx_side job): the documents' records and lengths; then it writes the
+ * pages they dirtied to the files (kv_txn_trickle), which the commit's
+ * checkpoint would otherwise do with every other thread idle. */
+typedef struct side_ctx {
+    idx_writer *w;
+    idx_shard **shards;
+    uint32_t n;
+    uint32_t **fids;
+} side_ctx;
+
+static int side_job(void *arg, kv_txn *txn, kv_err *err)
+{
+    side_ctx *c = arg;
+    int rc = put_records(c->w, txn, err);
+    if (!rc)
+        rc = lens_write(c->w, txn, c->shards, c->n, c->fids, err);
+    if (!rc)
+        kv_txn_trickle(txn);
+    return rc;
+}
+
 int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
 {
     wait_idle(w);
@@ -833,18 +855,19 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
         }
     }
     /* The segment, encoded by the (idle) workers while this thread puts
-     * the documents' records, then its ranges. */
+     * the documents' records and lengths (side_job), then its ranges. */
     bool any_terms = false;
     for (uint32_t s = 0; s < n; s++)
         any_terms |= idx_shard_nterms(shards[s]) > 0;
+    side_ctx sc = { w, shards, n, fids };
     if (!rc && !any_terms)
-        rc = put_records(w, txn, err);
+        rc = side_job(&sc, txn, err);
     if (!rc && any_terms) {
         idx_seg seg;
         idx_segs list;
         memset(&list, 0, sizeof list);
         idx_runner run = { spawn_job, w, w->nwk };
-        idx_side side = { put_records, w };
+        idx_side side = { side_job, &sc };
         rc = idx_segw_shards(txn, shards, n, maps, w->positions, &run, &side,
                              &seg, err);
         if (!rc)
@@ -855,8 +878,6 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
             rc = idx_segs_write(&list, txn, err);
         idx_segs_free(&list);
     }
-    if (!rc)
-        rc = lens_write(w, txn, shards, n, fids, err);
     /* Field statistics and over-long tokens. */
     uint64_t skipped = 0;
     for (uint32_t s = 0; !rc && s < n; s++) {

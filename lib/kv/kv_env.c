@@ -2235,6 +2235,14 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
     return rc;
 }
 
+void kv_txn_trickle(kv_txn *t)
+{
+    int wrote = 0;
+    if (t && t->write)
+        (void)KV_BDB(t->inst->sh, t->inst->env->memp_trickle(t->inst->env,
+                                                             100, &wrote));
+}
+
 void kv_txn_abort(kv_txn *t)
 {
     if (!t)

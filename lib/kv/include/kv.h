@@ -262,6 +262,11 @@ int kv_txn_begin(kv_txn **out, kv_env *env, bool write, kv_err *err);
 int kv_txn_commit(kv_txn *txn, kv_err *err);
 /** Abort; NULL is a no-op. */
 void kv_txn_abort(kv_txn *txn);
+/** Write the cache's dirty pages to their files now (no sync), so that the
+ *  checkpoint after the commit finds little left to write: a writer calls
+ *  it while other threads are still busy with its transaction's work.
+ *  Best effort: a failure is left to that checkpoint to report. */
+void kv_txn_trickle(kv_txn *txn);
 
 /** Status kv functions return when Berkeley DB chose this transaction as a
  *  deadlock victim: the caller must abort and may retry.  Never leaves kv
