@@ -28,7 +28,6 @@
 #include "idx_int.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1059,24 +1058,12 @@ static void *driver_main(void *arg)
     return NULL;
 }
 
-/* fn(arg) on a new thread *th with every signal blocked (they go to the
- * process's other threads); false: none could be had. */
-static bool thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    bool ok = pthread_create(th, NULL, fn, arg) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return ok;
-}
-
 /* Start the driver on a thread of its own (false: none could be had).  Not
  * on the runner's: its queue would hold a phase's helper behind the
  * driver, which waits for its helpers. */
 static bool driver_start(flushp *f)
 {
-    return thread_start(&f->driver, driver_main, f);
+    return kv_thread_start(&f->driver, driver_main, f);
 }
 
 /* Put the ranges' sinks in order, each once it is written; stop at the
@@ -1135,7 +1122,7 @@ static void *consumer_main(void *arg)
  * could be had; the flushing thread consumes them). */
 static bool consumer_start(consumer *c)
 {
-    return thread_start(&c->th, consumer_main, c);
+    return kv_thread_start(&c->th, consumer_main, c);
 }
 
 int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,

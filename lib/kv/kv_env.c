@@ -1184,12 +1184,7 @@ static void watchdog_writers(bdb_inst *in, int delta)
     pthread_mutex_lock(&in->wd_mu);
     in->wd_writers += delta;
     if (delta > 0 && !in->wd_started && !in->wd_stop) {
-        /* Signals go to the process's other threads. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        in->wd_started = pthread_create(&in->wd, NULL, watchdog_main, in) == 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        in->wd_started = kv_thread_start(&in->wd, watchdog_main, in);
     }
     pthread_cond_signal(&in->wd_cv);
     pthread_mutex_unlock(&in->wd_mu);

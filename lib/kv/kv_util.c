@@ -19,6 +19,7 @@
  */
 #include "kv.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,16 @@ void *kv_realloc(void *p, size_t n)
 void kv_free(void *p)
 {
     free(p);
+}
+
+bool kv_thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    bool ok = pthread_create(th, NULL, fn, arg) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ok;
 }
 
 char *kv_strndup(const char *s, size_t n)

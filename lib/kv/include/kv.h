@@ -9,6 +9,7 @@
 #ifndef KVFTS_KV_H
 #define KVFTS_KV_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -52,6 +53,11 @@ void *kv_realloc(void *p, size_t n);
 void kv_free(void *p);
 /** NUL-terminated copy of s[0..n). */
 char *kv_strndup(const char *s, size_t n);
+
+/** Start fn(arg) on a new thread *th with every signal blocked (they go to
+ *  the process's other threads: a library's helper must not take the
+ *  caller's SIGINT); false if no thread could be had. */
+bool kv_thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
 
 /** Test hook: make the allocation @p n calls from now (1 = the next) fail,
  *  and every later one until reset; n <= 0 disables.  Per thread. */
