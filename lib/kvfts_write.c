@@ -156,6 +156,17 @@ static bool refused(int rc)
            rc == KVFTS_ENOTFOUND || rc == KVFTS_ECAS;
 }
 
+/* What a write that landed tells its caller: its CAS and key. */
+static int written(write_req *r, const char *key, size_t klen, uint64_t cas,
+                   kv_err *err)
+{
+    r->cas_out = cas;
+    if (!r->key_out)
+        return KVFTS_OK;
+    kv_buf_reset(r->key_out);
+    return kv_buf_append(r->key_out, key, klen, err);
+}
+
 static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
 {
     bool writing = false;     /* past the last check: nothing refuses */
@@ -233,6 +244,22 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
                        (unsigned long long)old.cas);
         goto done;
     }
+    if (exists && r->json && r->json_len == old.json_len &&
+        memcmp(r->json, old.json, r->json_len) == 0) {
+        /* The content as stored (a reload of documents that did not
+         * change): its index entries, lengths and lookups stand; the write
+         * is its record stored again with a new CAS, nothing analyzed or
+         * compressed (as Elasticsearch's no-op updates, but the write
+         * still counts: a new CAS). */
+        writing = true;
+        uint64_t cas = 0;
+        rc = kv_seq_next(txn, "cas", &cas, err);
+        if (!rc)
+            rc = kv_doc_put_recas(txn, &old, &db->old_rec, cas, err);
+        if (!rc)
+            rc = written(r, key, klen, cas, err);
+        goto done;
+    }
     if (!exists) {
         bool room = false;
         rc = kv_seq_room(txn, "docid", UINT32_MAX, &room, err);
@@ -301,13 +328,8 @@ static int write_doc(kvfts_db *db, kv_txn *txn, write_req *r, kv_err *err)
         rc = kv_pending_key_add(held, key, klen, nd.docid, err);
     else if (!rc && !exists && idx_writer_defers_records(db->iw))
         rc = kv_key_put(txn, key, klen, nd.docid, err);
-    if (!rc) {
-        r->cas_out = nd.cas;
-        if (r->key_out) {
-            kv_buf_reset(r->key_out);
-            rc = kv_buf_append(r->key_out, key, klen, err);
-        }
-    }
+    if (!rc)
+        rc = written(r, key, klen, nd.cas, err);
 done:
     kv_buf_free(&autok);
     /* A status that reads as a refusal, after writing began, is not one:

@@ -601,6 +601,22 @@ int kv_doc_put_record(kv_txn *txn, uint32_t docid, const char *rec,
     return kv_put(txn, KV_DOCS, id, 4, rec, len, err);
 }
 
+int kv_doc_put_recas(kv_txn *txn, const kv_doc *doc, kv_buf *buf,
+                     uint64_t cas, kv_err *err)
+{
+    /* buf: the record as stored, then (compressed) the JSON decoded from
+     * it; doc->json points into one or the other (decode_record). */
+    size_t body = DOC_HEADER + doc->key_len + 1;
+    if (buf->len < body || doc->json < buf->data ||
+        doc->json + doc->json_len != buf->data + buf->len || cas == 0)
+        return kv_seterr(err, KVFTS_EINVAL, "doc id %u: no record read to "
+                         "store again", doc->docid);
+    bool raw = (unsigned char)buf->data[body - 1] == DOC_RAW;
+    size_t len = raw ? buf->len : (size_t)(doc->json - buf->data);
+    kv_put_be64((unsigned char *)buf->data + 1, cas);
+    return kv_doc_put_record(txn, doc->docid, buf->data, len, err);
+}
+
 static void key_record(unsigned char kr[KEY_RECORD], uint32_t docid)
 {
     kr[0] = DOC_VERSION;

@@ -394,6 +394,75 @@ static void test_lookups(void **state)
     assert_int_equal(diffs, 0);
 }
 
+/* A replace by the content already stored (spelled with other whitespace):
+ * a new CAS, the same document, postings, lookups and search results; and
+ * so in a batch, beside a write that does change something. */
+static uint64_t hits(kvfts_db *db, const char *q)
+{
+    kvfts_results *r = NULL;
+    assert_int_equal(kvfts_search(&r, db, S(q), NULL), 0);
+    uint64_t n = kvfts_results_total(r);
+    kvfts_results_free(r);
+    return n;
+}
+
+static void test_same_content_replace(void **state)
+{
+    fx *f = *state;
+    kvfts_db *db = f->db;
+    assert_int_equal(kvfts_set_config(db, S(lookup_cfg)), 0);
+    const char *compact = "{\"customer_id\":12345,\"address\":{\"city\":"
+                          "\"Berlin\"},\"text\":\"quick brown fox\"}";
+    const char *spaced = "{ \"customer_id\" : 12345, \"address\" : "
+                         "{ \"city\" : \"Berlin\" }, \"text\" : "
+                         "\"quick brown fox\" }";
+    uint64_t c1 = 0, c2 = 0, c3 = 0;
+    assert_int_equal(kvfts_put(&c1, db, S("user::1"), S(compact), 0), 0);
+    kvfts_stats st1, st2;
+    assert_int_equal(kvfts_get_stats(&st1, db), 0);
+    assert_int_equal(kvfts_replace(&c2, db, S("user::1"), S(spaced), c1), 0);
+    assert_true(c2 > c1);
+    uint64_t got = 0;
+    char *json = doc_of(db, "user::1", &got);
+    assert_string_equal(json, compact);
+    kvfts_free(json);
+    assert_int_equal(got, c2);
+    assert_int_equal(kvfts_get_stats(&st2, db), 0);
+    assert_int_equal(st2.postings, st1.postings);
+    assert_int_equal(st2.terms, st1.terms);
+    assert_int_equal(st2.documents, 1);
+    assert_int_equal(st2.lookup_entries, st1.lookup_entries);
+    assert_lookup(db, "customer_ref", "12345", "{\"ref\":\"user::1\"}");
+    assert_lookup(db, "city", "Berlin", "{\"refs\":[\"user::1\"]}");
+    assert_int_equal(hits(db, "fox"), 1);
+    assert_int_equal(hits(db, "text:brown"), 1);
+    /* The old CAS no longer matches: the write counted. */
+    assert_int_equal(kvfts_replace(NULL, db, S("user::1"), S(compact), c1),
+                     KVFTS_ECAS);
+    /* In a batch: the same content for user::1, a change for user::2. */
+    assert_int_equal(kvfts_put(NULL, db, S("user::2"),
+                               S("{\"text\":\"lazy dog\"}"), 0), 0);
+    kvfts_batch *b = NULL;
+    assert_int_equal(kvfts_batch_begin(&b, db), 0);
+    assert_int_equal(kvfts_batch_write(b, KVFTS_REPLACE, S("user::1"),
+                                       S(spaced)), 0);
+    assert_int_equal(kvfts_batch_write(b, KVFTS_REPLACE, S("user::2"),
+                                       S("{\"text\":\"quick cat\"}")), 0);
+    assert_int_equal(kvfts_batch_commit(b), 0);
+    kvfts_batch_free(b);
+    json = doc_of(db, "user::1", &c3);
+    assert_string_equal(json, compact);
+    kvfts_free(json);
+    assert_true(c3 > c2);
+    assert_int_equal(hits(db, "quick"), 2);
+    assert_int_equal(hits(db, "fox"), 1);
+    assert_int_equal(hits(db, "dog"), 0);
+    assert_lookup(db, "customer_ref", "12345", "{\"ref\":\"user::1\"}");
+    uint64_t diffs = 99;
+    assert_int_equal(kvfts_check(&diffs, db, NULL, NULL), 0);
+    assert_int_equal(diffs, 0);
+}
+
 static void test_config_errors(void **state)
 {
     fx *f = *state;
@@ -1277,6 +1346,7 @@ int main(void)
         T(test_multi_get),
         T(test_counters_auto_range),
         T(test_lookups),
+        T(test_same_content_replace),
         T(test_config_errors),
         T(test_batch_own_segment),
         T(test_batch),

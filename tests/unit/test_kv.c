@@ -1893,6 +1893,68 @@ static void test_doc_compression(void **state)
     kv_buf_free(&buf);
 }
 
+/* A document stored again with a new CAS only (a replace by the same
+ * content): its record comes back byte for byte but for the CAS, whether
+ * stored as it is (short) or compressed. */
+static void test_doc_recas(void **state)
+{
+    fx *f = *state;
+    kv_err err = KV_ERR_INIT;
+    kv_txn *t;
+    kv_buf buf = KV_BUF_INIT, before = KV_BUF_INIT, after = KV_BUF_INIT;
+    char big[600];
+    int bl = snprintf(big, sizeof big, "{\"t\":\"%s\"}",
+                      "the same words again and again, the same words again "
+                      "and again, the same words again and again, once more");
+    const char *json[2] = { "{\"a\":1}", big };
+    size_t len[2] = { 7, (size_t)bl };
+    const char *key[2] = { "short", "long" };
+    assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+    for (int i = 0; i < 2; i++) {
+        kv_doc d = { .cas = 10 + (uint64_t)i, .docid = 20 + (uint32_t)i,
+                     .json = json[i], .json_len = len[i] };
+        assert_int_equal(kv_doc_put(t, key[i], strlen(key[i]), &d, true,
+                                    &err), 0);
+    }
+    assert_int_equal(kv_txn_commit(t, &err), 0);
+    for (int i = 0; i < 2; i++) {
+        unsigned char id[4];
+        kv_put_be32(id, 20 + (uint32_t)i);
+        assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
+        assert_int_equal(kv_get(t, KV_DOCS, id, 4, &before, false, &err), 0);
+        size_t kl = strlen(key[i]);
+        /* the encoding byte: 0 as it is, 1 compressed */
+        assert_int_equal(before.data[10 + kl], i);
+        kv_doc got;
+        assert_int_equal(kv_doc_get(t, key[i], kl, &buf, &got, true, &err),
+                         0);
+        assert_int_equal(kv_doc_put_recas(t, &got, &buf, 500 + (uint64_t)i,
+                                          &err), 0);
+        assert_int_equal(kv_txn_commit(t, &err), 0);
+        assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+        assert_int_equal(kv_get(t, KV_DOCS, id, 4, &after, false, &err), 0);
+        assert_int_equal(after.len, before.len);
+        assert_int_equal(kv_get_be64((unsigned char *)after.data + 1),
+                         500 + (uint64_t)i);
+        assert_memory_equal(after.data, before.data, 1);
+        assert_memory_equal(after.data + 9, before.data + 9, before.len - 9);
+        assert_int_equal(kv_doc_get(t, key[i], kl, &buf, &got, false, &err),
+                         0);
+        assert_int_equal(got.cas, 500 + (uint64_t)i);
+        assert_int_equal(got.json_len, len[i]);
+        assert_memory_equal(got.json, json[i], len[i]);
+        /* A document not read into buf is refused, and nothing is written. */
+        kv_doc other = got;
+        other.json = json[i];
+        assert_int_equal(kv_doc_put_recas(t, &other, &buf, 900, &err),
+                         KVFTS_EINVAL);
+        kv_txn_abort(t);
+    }
+    kv_buf_free(&buf);
+    kv_buf_free(&before);
+    kv_buf_free(&after);
+}
+
 static void test_counters(void **state)
 {
     fx *f = *state;
@@ -2076,6 +2138,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lock_timeout, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_docs, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_doc_recas, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_doc_compression, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_counters, fx_setup, fx_teardown),

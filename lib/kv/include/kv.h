@@ -534,6 +534,12 @@ int kv_doc_encode(kv_doc_cctx **cx, const kv_doc_coder *cd, const char *key,
 /** Store an encoded document record under @p docid. */
 int kv_doc_put_record(kv_txn *txn, uint32_t docid, const char *rec,
                       size_t len, kv_err *err);
+/** Store document @p doc again, unchanged but for its CAS, now @p cas:
+ *  @p doc and @p buf as a read (kv_doc_get_keyed()) left them; its record
+ *  goes back as it was stored (nothing compressed again), with the new CAS
+ *  written into @p buf. */
+int kv_doc_put_recas(kv_txn *txn, const kv_doc *doc, kv_buf *buf,
+                     uint64_t cas, kv_err *err);
 /** Store the key record of @p key -> @p docid. */
 int kv_key_put(kv_txn *txn, const char *key, size_t klen, uint32_t docid,
                kv_err *err);
