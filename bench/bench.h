@@ -343,6 +343,12 @@ typedef struct bench_incr {
     bool done;
     bench_load load;      /* the load over the loaded database */
     bench_reader_phase readers;
+    /* then again with every document changed (a field "_rev" added):
+     * the first reload stores documents as they were, which kvfts
+     * recognizes and does not analyze again; this one analyzes both
+     * versions of each */
+    bench_load changed;
+    bench_reader_phase changed_readers;
     bench_latency lat[NLATWAY][NLAT];
 } bench_incr;
 

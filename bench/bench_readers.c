@@ -56,7 +56,11 @@
  * with (the default): --incr-readers readers (default 4) search as above
  * while `kvfts load --batch N` (default 1,000) loads the corpus again with
  * the spec's own key template, so every document is replaced.  Its docs/s
- * is compared with the first load's.  Then single-document writes, each
+ * is compared with the first load's.  Those documents are the ones stored,
+ * which kvfts stores again without analyzing them; so the same load runs
+ * once more, readers searching, with every document changed (a first
+ * member "_rev":1: both versions of each analyzed, a posting added).  Then
+ * single-document writes, each
  * timed: --latency-docs N documents (the corpus's first N lines) put under
  * new keys "lat::p::I", replaced by the next N lines, deleted; once as
  * `kvfts -d DIR put|replace|del` processes (what a shell script pays: exec,
@@ -558,6 +562,59 @@ static int lat_api(bench_incr *in, const char *dir, char **lines, size_t n)
     return 0;
 }
 
+/* The corpus with every document changed: a first member "_rev":1 added
+ * (written to @p path; the lines that are not an object are copied). */
+static int write_changed(const char *from, const char *path)
+{
+    FILE *in = fopen(from, "r"), *out = in ? fopen(path, "w") : NULL;
+    if (!in || !out) {
+        int code = bench_fail(BENCH_ERR, "incremental: %s: %s",
+                              in ? path : from, strerror(errno));
+        if (in)
+            fclose(in);
+        return code;
+    }
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int ok = 1;
+    while (ok && (len = getline(&buf, &cap, in)) != -1) {
+        size_t lead = strspn(buf, " \t");
+        if (buf[lead] != '{') {
+            ok = fputs(buf, out) >= 0;
+            continue;
+        }
+        size_t next = lead + 1 + strspn(buf + lead + 1, " \t");
+        ok = fprintf(out, "{\"_rev\":1%s%s", buf[next] == '}' ? "" : ",",
+                     buf + lead + 1) >= 0;
+    }
+    free(buf);
+    fclose(in);
+    if (fclose(out) != 0 || !ok)
+        return bench_fail(BENCH_ERR, "incremental: writing %s failed", path);
+    return 0;
+}
+
+/* One reload of @p c over WORK/kvfts with the readers of @p p searching. */
+static int reload_phase(phase_ctx *p, const bench_env *e, const bench_spec *s,
+                        const bench_corpus *c, uint64_t batch,
+                        bench_load *load, bench_reader_phase *readers)
+{
+    int code = p->n ? phase_start(p) : 0;
+    double t0 = bench_now();
+    if (!code) {
+        atomic_store(&p->sh->record, 1);
+        code = bench_reload_kvfts(load, e, s->key.text, batch, c);
+        atomic_store(&p->sh->record, 0);
+        double t = bench_now() - t0;
+        int stop = p->n ? phase_stop(p) : 0;
+        if (p->n)
+            phase_stats(readers, p, t);
+        code = code ? code : stop;
+    }
+    return code;
+}
+
 int bench_incr_run(bench_incr *in, const bench_env *e, const bench_spec *s,
                    const bench_corpus *c, const bench_queries *qs)
 {
@@ -575,18 +632,19 @@ int bench_incr_run(bench_incr *in, const bench_env *e, const bench_spec *s,
                     dir, qs, 0 };
     bench_note("%s: incremental: %d readers while the corpus is loaded over "
                "itself (--batch %" PRIu64 ")", s->name, n, in->batch);
-    int code = n ? phase_start(&p) : 0;
-    double t0 = bench_now();
+    int code = reload_phase(&p, e, s, c, in->batch, &in->load, &in->readers);
+    bench_corpus changed = *c;
+    changed.path = bench_path(e->work, "changed.jsonl");
+    if (!code)
+        code = write_changed(c->path, changed.path);
     if (!code) {
-        atomic_store(&p.sh->record, 1);
-        code = bench_reload_kvfts(&in->load, e, s->key.text, in->batch, c);
-        atomic_store(&p.sh->record, 0);
-        double t = bench_now() - t0;
-        int stop = n ? phase_stop(&p) : 0;
-        if (n)
-            phase_stats(&in->readers, &p, t);
-        code = code ? code : stop;
+        bench_note("%s: incremental: again, every document changed (\"_rev\" "
+                   "added)", s->name);
+        code = reload_phase(&p, e, s, &changed, in->batch, &in->changed,
+                            &in->changed_readers);
     }
+    unlink(changed.path);
+    free(changed.path);
     munmap(mem, bytes);
     char **lines = NULL;
     size_t nl = in->ndocs ? read_lines(&lines, c->path, in->ndocs) : 0;

@@ -128,6 +128,8 @@ static const char usage_tail[] =
     "                    --incr-batch N (default 1000), default cache, while\n"
     "                    --incr-readers N (default 4) processes search:\n"
     "                    its docs/s against the first load's, reader errors;\n"
+    "                    again with every document changed (\"_rev\":1\n"
+    "                    added: each old and new version analyzed);\n"
     "                    then --latency-docs N (default 200) single puts,\n"
     "                    replaces and deletes, each as a `kvfts` process and\n"
     "                    as a library call: median and p99\n"
