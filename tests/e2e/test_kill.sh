@@ -170,7 +170,9 @@ kill_optimize() { [ $kills -lt "$KILLS" ] || [ $omkills = 0 ]; }
 while kill_load || kill_optimize; do
     pass_no=$((pass_no + 1))
     P=$pass_no
-    [ $P -le 20 ] || fail "$kills kills after 20 passes ($mkills of loads in a merge, $omkills of optimize in its merge): the runs end too soon"
+    # (20 passes held 49 kills once in four runs here: a load of a pass
+    # that ends before most of its kills is no fault, only a slow test)
+    [ $P -le 30 ] || fail "$kills kills after 30 passes ($mkills of loads in a merge, $omkills of optimize in its merge): the runs end too soon"
     pass_file $P
     if [ $P -gt 1 ]; then
         # Deletions the pass will undo: three documents, a random one and
