@@ -596,9 +596,8 @@ static int recref_cmp(const void *a, const void *b)
 /* Store the document records the workers encoded, in doc id order (the
  * B-tree's appends; a new document's id is the largest yet): part of the
  * flush's side_job, done while the segment is encoded. */
-static int put_records(void *arg, kv_txn *txn, kv_err *err)
+static int put_records(idx_writer *w, kv_txn *txn, kv_err *err)
 {
-    idx_writer *w = arg;
     size_t n = 0;
     for (unsigned i = 0; i < w->nwk; i++)
         for (size_t off = 0; off + 8 <= w->wk[i].recs.len; n++) {
