@@ -2238,6 +2238,11 @@ void kv_txn_trickle(kv_txn *t)
                                                              100, &wrote));
 }
 
+kv_env *kv_txn_env(const kv_txn *t)
+{
+    return t->env;
+}
+
 void kv_txn_abort(kv_txn *t)
 {
     if (!t)

@@ -393,8 +393,14 @@ static int cursor_bind(kv_cursor *c, const void *key, size_t klen,
                          c->npcs, &c->pccap, sizeof *c->pcs))
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     c->pcs = arr;
+    /* A segment's file of its own is never changed once listed (a merge
+     * removes it whole): a write transaction reads it without keeping a
+     * lock per page, which a merge of hundreds of megabytes in one
+     * transaction would run out of (kv_env.c: 100,000 locks). */
+    u_int32_t flags = tx && c->txn->write && (id & KV_PART_OWN)
+                      ? DB_READ_COMMITTED : 0;
     DBC *dbc = NULL;
-    int ret = KV_BDB(c->txn->inst->sh, db->cursor(db, tx, &dbc, 0));
+    int ret = KV_BDB(c->txn->inst->sh, db->cursor(db, tx, &dbc, flags));
     if (ret)
         return kv__bdb_err(c->txn->inst, ret, err, kv_spaces[c->space].name);
     c->pcs[c->npcs++] = (struct kv_pcur){ id, dbc };

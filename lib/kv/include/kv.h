@@ -264,6 +264,9 @@ bool kv_stall_guarded(void);
 /** Begin a transaction: a write transaction, or a snapshot read (readers
  *  never wait for writers). */
 int kv_txn_begin(kv_txn **out, kv_env *env, bool write, kv_err *err);
+/** The environment @p txn began in (another thread may begin its own
+ *  transactions there, one at a time per environment handle). */
+kv_env *kv_txn_env(const kv_txn *txn);
 /** Commit durably; frees the transaction whatever happens. */
 int kv_txn_commit(kv_txn *txn, kv_err *err);
 /** Abort; NULL is a no-op. */
