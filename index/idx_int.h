@@ -737,11 +737,17 @@ int idx_segw_shards(kv_txn *txn, idx_shard **shards, uint32_t n,
                     idx_seg *seg, kv_err *err);
 /** Put the records a segment writer without a transaction collected. */
 int idx_segw_replay(kv_txn *txn, const kv_buf *sink, kv_err *err);
+/** The same through @p pw, a segment file the transaction makes. */
+int idx_segw_replay_pw(kv_partw *pw, const kv_buf *sink, kv_err *err);
 
 /** A segment writer fed term by term (merges). */
 typedef struct idx_segw idx_segw;
 int idx_segw_open(idx_segw **out, kv_txn *txn, uint32_t seg_id,
                   kv_err *err);
+/** One that appends its records to @p sink (for idx_segw_replay*), used
+ *  by any one thread. */
+int idx_segw_open_sink(idx_segw **out, uint32_t seg_id, kv_buf *sink,
+                       kv_err *err);
 /** Go on in another transaction (a merge spreads a segment over many). */
 void idx_segw_set_txn(idx_segw *w, kv_txn *txn);
 /** The next term's ordinal (a segment continued in a new writer). */

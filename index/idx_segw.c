@@ -69,6 +69,15 @@ int idx_segw_open(idx_segw **out, kv_txn *txn, uint32_t seg_id, kv_err *err)
     return KVFTS_OK;
 }
 
+int idx_segw_open_sink(idx_segw **out, uint32_t seg_id, kv_buf *sink,
+                       kv_err *err)
+{
+    int rc = idx_segw_open(out, NULL, seg_id, err);
+    if (!rc)
+        (*out)->sink = sink;
+    return rc;
+}
+
 /* A record of the segment: put in the transaction, or appended to the
  * sink as u8 space | u32 key length | u32 value length | key | value
  * (host order: the sink never leaves the process). */
@@ -119,6 +128,11 @@ static int replay(kv_txn *txn, kv_partw *pw, const kv_buf *sink,
 int idx_segw_replay(kv_txn *txn, const kv_buf *sink, kv_err *err)
 {
     return replay(txn, NULL, sink, err);
+}
+
+int idx_segw_replay_pw(kv_partw *pw, const kv_buf *sink, kv_err *err)
+{
+    return replay(NULL, pw, sink, err);
 }
 
 void idx_segw_set_txn(idx_segw *w, kv_txn *txn)

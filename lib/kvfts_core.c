@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- errors and small helpers ------------------------------------------ */
 
@@ -199,9 +200,25 @@ uint64_t api_merge_step_bytes(void)
                                        : API_MERGE_STEP_BYTES;
 }
 
+/* KVFTS_MERGE_RANGE_KB (tests): kilobytes of input per range of a merge
+ * done whole, every such merge's output a file of its own; 0 if unset. */
+static uint64_t merge_range_bytes(void)
+{
+    const char *e = getenv("KVFTS_MERGE_RANGE_KB");
+    long kb = e && *e ? atol(e) : 0;
+    return kb > 0 && kb < 1024L * 1024 ? (uint64_t)kb * 1024u : 0;
+}
+
+uint64_t api_merge_once_bytes(void)
+{
+    if (merge_range_bytes())
+        return UINT64_MAX;
+    const char *e = getenv("KVFTS_MERGE_STEP_KB");
+    return e && *e ? 0 : API_MERGE_ONCE_BYTES;
+}
+
 typedef struct merge_req {
-    bool all;
-    uint64_t bytes;
+    idx_merge_opts o;
     int more;
     idx_merge_stats st;
 } merge_req;
@@ -210,17 +227,23 @@ static int merge_fn(kv_txn *txn, void *payload, kv_err *err)
 {
     merge_req *m = payload;
     bool more = false;
-    int rc = idx_merge_step(txn, m->all, m->bytes, &more, err);
+    int rc = idx_merge_step(txn, &m->o, &more, err);
     m->more = more;
     if (!rc)
         rc = idx_merge_stats_get(txn, &m->st, err);
     return rc;
 }
 
-int api_merge_step(kvfts_db *db, bool all, uint64_t bytes, int *more,
-                   idx_merge_stats *st, kv_err *err)
+int api_merge_step(kvfts_db *db, bool all, uint64_t bytes, uint64_t once,
+                   int *more, idx_merge_stats *st, kv_err *err)
 {
-    merge_req m = { all, bytes, 0, { 0 } };
+    /* A merge done whole after a batch: on every core (on more threads
+     * than cores, ranges held in memory grow, not speed). */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned helpers = once && db->batch_workers && cores > 1
+                       ? (unsigned)(cores - 1) : 0;
+    merge_req m = { { all, bytes, once, once ? merge_range_bytes() : 0,
+                      helpers }, 0, { 0 } };
     int rc = kv_txn_run(db->env, true, merge_fn, &m, err);
     if (!rc && m.st.dropping)   /* no extra transaction when none wait */
         rc = api_drop_sweep(db, err);

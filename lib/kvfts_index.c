@@ -466,7 +466,7 @@ int kvfts_optimize(kvfts_db *db, kvfts_merge_fn progress, void *payload)
     int more = 1;
     while (!rc && more) {
         idx_merge_stats st;
-        rc = api_merge_step(db, true, api_merge_step_bytes(), &more, &st,
+        rc = api_merge_step(db, true, api_merge_step_bytes(), 0, &more, &st,
                             &db->err);
         if (!rc && progress && progress(payload, st.done, st.total,
                                         st.segments))

@@ -67,6 +67,14 @@ int api_refresh_config(kvfts_db *db, kv_txn *txn, kv_err *err);
  *  in the environment (the crash tests: a small index merged in many
  *  steps, so that a kill lands between steps as well as in one). */
 uint64_t api_merge_step_bytes(void);
+/** A merge after a batch whose inputs hold at most this many bytes is done
+ *  in one transaction, its file unlogged (idx_merge_opts.once_bytes):
+ *  API_MERGE_ONCE_BYTES; 0 when KVFTS_MERGE_STEP_KB is set (the crash
+ *  tests' merges in many steps), unless KVFTS_MERGE_RANGE_KB is set too:
+ *  then every one (their crash tests: merges done whole, in ranges of that
+ *  many kilobytes of input). */
+#define API_MERGE_ONCE_BYTES (256u * 1024u * 1024u)
+uint64_t api_merge_once_bytes(void);
 /** After a commit that replaced segments (a merge, a rebuild): remove the
  *  files of those no process reads any more (idx_drop_sweep). */
 int api_drop_sweep(kvfts_db *db, kv_err *err);
@@ -74,10 +82,11 @@ int api_drop_sweep(kvfts_db *db, kv_err *err);
  *  handle's warning. */
 void api_drop_sweep_warn(kvfts_db *db);
 /** One bounded step of merge work (idx_merge_step) in a transaction of
- *  its own; *more: work is left.  @p all: toward one segment.  @p st (may
- *  be NULL): the merge figures after the step. */
-int api_merge_step(kvfts_db *db, bool all, uint64_t bytes, int *more,
-                   idx_merge_stats *st, kv_err *err);
+ *  its own; *more: work is left.  @p all: toward one segment.  @p once:
+ *  idx_merge_opts.once_bytes.  @p st (may be NULL): the merge figures
+ *  after the step. */
+int api_merge_step(kvfts_db *db, bool all, uint64_t bytes, uint64_t once,
+                   int *more, idx_merge_stats *st, kv_err *err);
 /** kv_txn_fn form of api_refresh_config (payload = db). */
 int api_load_config_fn(kv_txn *txn, void *payload, kv_err *err);
 

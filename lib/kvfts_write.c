@@ -342,12 +342,13 @@ done:
 /* A bounded amount of merge work, each step its own transaction: up to
  * @p steps of @p bytes.  Merging is maintenance: its failure is the
  * handle's warning, never the write's (which committed before). */
-static void merge_some(kvfts_db *db, unsigned steps, uint64_t bytes)
+static void merge_some(kvfts_db *db, unsigned steps, uint64_t bytes,
+                       uint64_t once)
 {
     for (unsigned i = 0; i < steps; i++) {
         int more = 0;
         kv_err e = KV_ERR_INIT;
-        int rc = api_merge_step(db, false, bytes, &more, NULL, &e);
+        int rc = api_merge_step(db, false, bytes, once, &more, NULL, &e);
         if (rc) {
             snprintf(db->warning, sizeof db->warning, "merging segments "
                      "failed: %s", e.msg);
@@ -401,7 +402,7 @@ static int single_write(kvfts_db *db, write_req *r, const char *json,
     }
     kv_buf_free(&compact);
     if (!rc)
-        merge_some(db, 1, SINGLE_MERGE_BYTES);
+        merge_some(db, 1, SINGLE_MERGE_BYTES, 0);
     return rc;
 }
 
@@ -971,7 +972,7 @@ int kvfts_batch_commit(kvfts_batch *b)
     size_t mb = b->flushed >> 20;
     b->flushed = 0;
     merge_some(db, (unsigned)(mb < 1 ? 1 : mb > 64 ? 64 : mb),
-               api_merge_step_bytes());
+               api_merge_step_bytes(), api_merge_once_bytes());
     return api_finish(db, rc);
 }
 

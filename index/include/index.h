@@ -134,12 +134,28 @@ typedef struct idx_merge_stats {
     uint32_t dropping;     /* segment files waiting for idx_drop_sweep() */
 } idx_merge_stats;
 
+/** How idx_merge_step works. */
+typedef struct idx_merge_opts {
+    bool all;              /* every segment into one (`kvfts optimize`) */
+    uint64_t step_bytes;   /* a step writes about this much at most */
+    /* A merge the policy starts whose inputs hold at most once_bytes
+     * (0: none) and whose output is a file of its own is done whole in
+     * the step instead: its file is then written without log records, in
+     * term ranges of about range_bytes of input (0: 4 MiB) merged by this
+     * thread and up to `helpers` threads of the process's (at most 7),
+     * when either is given.  Those read the inputs in snapshots of their
+     * own: a transaction that made any of them passes neither.  A
+     * range_bytes given (tests) makes every such output a file of its
+     * own. */
+    uint64_t once_bytes, range_bytes;
+    unsigned helpers;
+} idx_merge_opts;
+
 /** One bounded step of merge work in @p txn: start a merge the policy
- *  asks for (@p all: every segment into one, as `kvfts optimize` does),
- *  or go on with the one under way, writing at most about @p max_bytes.
- *  *@p more tells whether work is left.  The state is kept in meta.db, so
- *  a step interrupted (abort, crash) is done again from the last commit. */
-int idx_merge_step(kv_txn *txn, bool all, uint64_t max_bytes, bool *more,
+ *  asks for, or go on with the one under way (@p o).  *@p more tells
+ *  whether work is left.  The state is kept in meta.db, so a step
+ *  interrupted (abort, crash) is done again from the last commit. */
+int idx_merge_step(kv_txn *txn, const idx_merge_opts *o, bool *more,
                    kv_err *err);
 int idx_merge_stats_get(kv_txn *txn, idx_merge_stats *out, kv_err *err);
 /** Remove the files of segments a merge or a rebuild replaced (each in a

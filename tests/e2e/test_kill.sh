@@ -44,6 +44,10 @@ export KVFTS_WORKERS=3
 # Merge steps of 2 KB instead of 8 MB: this small index is merged in
 # hundreds of steps (each its own transaction), so kills land between
 # steps and in them, and merges are often under way when a load is killed.
+# In even passes the loads' merges are done whole instead, each in one
+# transaction that writes its output's file unlogged, in ranges of 1 KB of
+# input merged by the three workers and the loading thread
+# (KVFTS_MERGE_RANGE_KB): kills land in those too.
 export KVFTS_MERGE_STEP_KB=2
 
 SEED=${KVFTS_E2E_SEED:-$$}
@@ -174,6 +178,11 @@ while kill_load || kill_optimize; do
     # that ends before most of its kills is no fault, only a slow test)
     [ $P -le 30 ] || fail "$kills kills after 30 passes ($mkills of loads in a merge, $omkills of optimize in its merge): the runs end too soon"
     pass_file $P
+    if [ $((P % 2)) = 0 ]; then
+        export KVFTS_MERGE_RANGE_KB=1
+    else
+        unset KVFTS_MERGE_RANGE_KB
+    fi
     if [ $P -gt 1 ]; then
         # Deletions the pass will undo: three documents, a random one and
         # those a third and two thirds of the way further on.

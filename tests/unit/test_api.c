@@ -613,6 +613,85 @@ static void test_batch_own_segment(void **state)
     assert_int_equal(diffs, 0);
 }
 
+/* Merges after a batch's commit done whole, in one transaction each: their
+ * output's file written outside the log by term ranges (1 KB of input
+ * each here, KVFTS_MERGE_RANGE_KB) that the loading thread and a thread
+ * of the process's merge in snapshots of their own (under ThreadSanitizer,
+ * side by side), put in order by the committing thread.  Each batch also
+ * replaces a document of the batch before, so the ranges cancel postings
+ * with deletions.  Then the answers, from the documents' own rule, and
+ * the check. */
+static void test_merge_whole_in_ranges(void **state)
+{
+    fx *f = *state;
+    setenv("KVFTS_WORKERS", "2", 1);
+    setenv("KVFTS_MERGE_RANGE_KB", "1", 1);
+    enum { BATCHES = 24, PER = 250 };
+    char key[32], doc[256];
+    for (int k = 0; k < BATCHES; k++) {
+        kvfts_batch *b = NULL;
+        assert_int_equal(kvfts_batch_begin(&b, f->db), KVFTS_OK);
+        for (int i = 0; i < PER; i++) {
+            int id = k * PER + i;
+            snprintf(key, sizeof key, "m::%d", id);
+            snprintf(doc, sizeof doc, "{\"t\":\"common w%d x%d g%d\"}", id,
+                     id % 97, k);
+            assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key),
+                                               S(doc)), KVFTS_OK);
+        }
+        if (k > 0) {
+            int id = k * PER - PER / 2;
+            snprintf(key, sizeof key, "m::%d", id);
+            snprintf(doc, sizeof doc, "{\"t\":\"common w%d x%d g%d re\"}",
+                     id, id % 97, k);
+            assert_int_equal(kvfts_batch_write(b, KVFTS_UPSERT, S(key),
+                                               S(doc)), KVFTS_OK);
+        }
+        assert_int_equal(kvfts_batch_commit(b), KVFTS_OK);
+        kvfts_batch_free(b);
+    }
+    unsetenv("KVFTS_MERGE_RANGE_KB");
+    unsetenv("KVFTS_WORKERS");
+    kvfts_stats st;
+    assert_int_equal(kvfts_get_stats(&st, f->db), KVFTS_OK);
+    assert_true(st.segments < BATCHES / 4);    /* merged, more than once */
+    size_t nseg = 0, nnew = 0;
+    DIR *d = opendir(f->dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        nseg += strncmp(e->d_name, "seg-8", 5) == 0;
+        nnew += strstr(e->d_name, ".new") != NULL;
+    }
+    closedir(d);
+    assert_true(nseg >= 1);            /* the merges' outputs, own files */
+    assert_int_equal(nnew, 0);
+    uint64_t nx5 = 0;
+    for (int id = 0; id < BATCHES * PER; id++)
+        nx5 += id % 97 == 5;
+    kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
+    so.count_only = true;
+    const struct {
+        const char *q;
+        uint64_t n;
+    } qs[] = { { "common", BATCHES * PER }, { "x5", nx5 },
+               { "re", BATCHES - 1 }, { "g0", PER - 1 }, { "g1", PER },
+               { "g23", PER + 1 }, { "w125 g0", 0 }, { "w125 g1 re", 1 },
+               { "w4321", 1 } };
+    for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+        kvfts_results *r = NULL;
+        assert_int_equal(kvfts_search(&r, f->db, S(qs[i].q), &so), KVFTS_OK);
+        if (kvfts_results_total(r) != qs[i].n)
+            fail_msg("%s: %llu, not %llu", qs[i].q,
+                     (unsigned long long)kvfts_results_total(r),
+                     (unsigned long long)qs[i].n);
+        kvfts_results_free(r);
+    }
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, f->db, NULL, NULL), KVFTS_OK);
+    assert_int_equal(diffs, 0);
+}
+
 static void test_batch(void **state)
 {
     fx *f = *state;
@@ -1349,6 +1428,7 @@ int main(void)
         T(test_same_content_replace),
         T(test_config_errors),
         T(test_batch_own_segment),
+        T(test_merge_whole_in_ranges),
         T(test_batch),
         T(test_merge_beside_open_batch),
         T(test_batch_held_keys),

@@ -186,6 +186,7 @@ typedef struct model {
     /* what a run went through */
     uint64_t flushes, commits, aborts, old_replaces, old_deletes;
     uint64_t merge_steps, merges_done, all_merges, checks, checks_merging;
+    uint64_t whole_merges; /* merges done in one transaction */
     uint64_t worker_ops;   /* operations analyzed by worker threads */
     uint64_t rebuilds;     /* rebuilds checked during a run, */
     uint64_t rebuilds_multi;      /* the index then in several segments */
@@ -1380,7 +1381,15 @@ static void m_merge(model *m, bool all, unsigned steps, uint64_t max_bytes)
         bool more = false;
         assert_int_equal(kv_txn_begin(&t, m->env, true, &err), 0);
         assert_int_equal(idx_merge_stats_get(t, &before, &err), 0);
-        int rc = idx_merge_step(t, all, max_bytes, &more, &err);
+        /* A quarter of the time, a merge the policy starts is done whole
+         * in this transaction, its output's file unlogged: in ranges of
+         * 1 .. 4096 bytes of input (a file of its own then, whatever its
+         * size) on 0 .. 2 helper threads, or on this thread alone when
+         * no range size is given and no helper. */
+        bool once = rnd(4) == 0;
+        idx_merge_opts o = { all, max_bytes, once ? UINT64_MAX : 0,
+                             rnd(3) ? 1 + rnd(4096) : 0, rnd(3) };
+        int rc = idx_merge_step(t, &o, &more, &err);
         if (rc)
             fail_msg("merge step (seed %llu): %s",
                      (unsigned long long)m->seed, err.msg);
@@ -1390,6 +1399,8 @@ static void m_merge(model *m, bool all, unsigned steps, uint64_t max_bytes)
         if (after.segments < before.segments) {
             m->merges_done++;
             m->all_merges += all;
+            m->whole_merges += once && !all && !before.merging &&
+                               !after.merging;
         }
         if (!more)
             break;
@@ -1457,8 +1468,9 @@ static void m_rebuild_checks(model *m)
     assert_true(st.segments >= 2 && !st.merging);
     m_check(m, t, NULL, "rebuilt, a segment per document");
     bool more = true;
+    idx_merge_opts o = { false, 1 << 20, UINT64_MAX, 0, 0 };
     for (int i = 0; more && i < 10000; i++)
-        assert_int_equal(idx_merge_step(t, false, 1 << 20, &more, &err), 0);
+        assert_int_equal(idx_merge_step(t, &o, &more, &err), 0);
     assert_false(more);
     m_check(m, t, NULL, "rebuilt and merged by the policy");
     kv_txn_abort(t);
@@ -1508,8 +1520,11 @@ static void m_rebuild_mid(model *m)
     bool more = true;
     unsigned steps = rnd(4) ? 1 + rnd(20) : 100000;
     for (unsigned i = 0; more && i < steps; i++) {
-        rc = idx_merge_step(t, rnd(4) == 0, rnd(2) ? 1 : 1u << 20, &more,
-                            &err);
+        /* done whole or not, but without ranges: their threads read
+         * committed segments, and these are not yet */
+        idx_merge_opts o = { rnd(4) == 0, rnd(2) ? 1 : 1u << 20,
+                             rnd(2) ? UINT64_MAX : 0, 0, 0 };
+        rc = idx_merge_step(t, &o, &more, &err);
         if (rc)
             fail_msg("merge of a rebuilt index (seed %llu): %s",
                      (unsigned long long)m->seed, err.msg);
@@ -1604,6 +1619,9 @@ static void test_model(void **state)
     assert_true(m.aborts > 0 && m.old_replaces > 0 && m.old_deletes > 0);
     assert_true(m.worker_ops > 0 && m.worker_ops < 3000);
     assert_true(m.merges_done > m.all_merges && m.all_merges > 0);
+    print_message("model: %llu merges done whole in one transaction\n",
+                  (unsigned long long)m.whole_merges);
+    assert_true(m.whole_merges > 0);
     print_message("model: %llu checks through the dictionary cache, which "
                   "filled and started again or lost merged segments in %llu\n",
                   (unsigned long long)m.dict_checks,
