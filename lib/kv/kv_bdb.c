@@ -267,7 +267,7 @@ int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what)
 }
 
 int kv__db_open(DB_ENV *env, DB *db, const char *file, const char *sub,
-                bool exists)
+                bool exists, bool rdonly)
 {
     shared_env *sh = env->app_private;
     DB_TXN *snap = NULL;
@@ -275,7 +275,8 @@ int kv__db_open(DB_ENV *env, DB *db, const char *file, const char *sub,
                                             DB_TXN_SNAPSHOT)) != 0)
         snap = NULL;
     u_int32_t flags = DB_MULTIVERSION | DB_THREAD |
-                      (exists ? 0 : DB_CREATE) | (snap ? 0 : DB_AUTO_COMMIT);
+                      (exists ? 0 : DB_CREATE) | (snap ? 0 : DB_AUTO_COMMIT) |
+                      (exists && rdonly ? DB_RDONLY : 0);
     int ret = KV_BDB(sh, db->open(db, snap, file, sub, DB_BTREE, flags,
                                   0644));
     if (snap) {

@@ -1121,7 +1121,7 @@ static int open_space(bdb_inst *in, kv_space s, bool create, kv_err *err)
                              db_strerror(ret));
         }
     }
-    ret = kv__db_open(in->env, db, kv_spaces[s].file, NULL, exists);
+    ret = kv__db_open(in->env, db, kv_spaces[s].file, NULL, exists, false);
     if (ret) {
         kv__db_close(db, 0);
         if (ret == ENOENT)

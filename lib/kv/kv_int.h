@@ -24,7 +24,10 @@
 /* A segment's file (kv_part.c), open in an instance. */
 typedef struct kv_part {
     uint32_t id;
-    DB *db[2];                   /* "terms", "postings" (in->parts_mu) */
+    DB *db[2];                   /* "terms", "postings" (in->parts_mu);
+                                    read-only for a file of its own */
+    DB *wdb[2];                  /* writable ones of such a file, opened
+                                    when a merge step adds to it */
     int refs;                    /* transactions using it (in->parts_mu) */
     const struct kv_txn *creator;/* the transaction creating the file */
     char made[48];               /* the name it was made under (creator's
@@ -237,9 +240,10 @@ int kv__path_join(char *out, size_t cap, const char *dir, const char *file,
 /** Open (B-tree, MVCC, free-threaded) database @p sub of @p file: an
  *  existing one inside a snapshot transaction of its own, so that opening
  *  never waits for a writer holding its root page; a missing one is
- *  created (auto-commit).  A Berkeley DB return code. */
+ *  created (auto-commit); @p rdonly: an existing one for reading only.  A
+ *  Berkeley DB return code. */
 int kv__db_open(DB_ENV *env, DB *db, const char *file, const char *sub,
-                bool exists);
+                bool exists, bool rdonly);
 /** Room for element @p n of *@p arr, an array that starts as @p inline_arr
  *  (@p ninline elements of @p size bytes) and moves to the heap, doubling,
  *  once that is full; *@p cap is its capacity.  False without memory. */

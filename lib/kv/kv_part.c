@@ -202,11 +202,16 @@ static int gone(const char *file, kv_err *err)
 
 static void part_close_dbs(kv_part *p)
 {
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
         if (p->db[k]) {
             kv__db_close(p->db[k], DB_NOSYNC);
             p->db[k] = NULL;
         }
+        if (p->wdb[k]) {
+            kv__db_close(p->wdb[k], DB_NOSYNC);
+            p->wdb[k] = NULL;
+        }
+    }
 }
 
 /* Take p out of in->parts and free it (parts_mu held). */
@@ -369,22 +374,36 @@ int kv__parts_seal(kv_txn *t, kv_err *err)
 }
 
 /* Open database k of p's existing file, in a snapshot of its own
- * (parts_mu held). */
+ * (parts_mu held): read-only if it is a file of a segment's own (p->wdb
+ * for a merge step that adds to it, part_writable).
+ *
+ * Why read-only: Berkeley DB refuses a durable handle on a file whose
+ * cache entry a not-durable one made (part_create) and which it still
+ * keeps, with the file's pages, after those handles closed ("BDB3039
+ * Cannot open DURABLE and NOT DURABLE handles in the same file", EINVAL):
+ * a reader of another process that opened a merge's output soon after it
+ * was listed failed so, again and again for over a second
+ * (`kvfts bench --incremental`, four readers).  A read-only handle is not
+ * checked. */
 static int part_open(kv_txn *t, kv_part *p, int k, const char *file,
-                     kv_err *err)
+                     bool writable, kv_err *err)
 {
+    bool rdonly = !writable && (p->id & KV_PART_OWN) != 0;
     bdb_inst *in = t->inst;
     DB *db = NULL;
     int rc = db_new(in, &db, err);
     if (rc)
         return rc;
-    int ret = kv__db_open(in->env, db, file, sub_names[k], true);
+    int ret = kv__db_open(in->env, db, file, sub_names[k], true, rdonly);
     if (ret) {
         kv__db_close(db, 0);
         return ret == ENOENT ? gone(file, err)
                              : kv__bdb_err(in, ret, err, file);
     }
-    p->db[k] = db;
+    if (writable)
+        p->wdb[k] = db;
+    else
+        p->db[k] = db;
     return KVFTS_OK;
 }
 
@@ -444,8 +463,33 @@ static int txn_part(kv_txn *t, uint32_t id, struct kv_tpart **out,
     return KVFTS_OK;
 }
 
+static int part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create,
+                      DB **out, DB_TXN **tx, kv_err *err);
+
 int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
                    DB_TXN **tx, kv_err *err)
+{
+    int rc = part_db_id(t, s, id, create, out, tx, err);
+    if (rc || !create || !t->write || !(id & KV_PART_OWN) || !*tx)
+        return rc;
+    /* A write into an existing file of a segment's own (a merge step
+     * adding to its output): a writable handle beside the read-only one. */
+    char file[32];
+    part_file(file, sizeof file, id);
+    bdb_inst *in = t->inst;
+    kv_part *p = t->lastp->p;
+    int k = sub_of(s);
+    pthread_mutex_lock(&in->parts_mu);
+    if (!p->wdb[k])
+        rc = part_open(t, p, k, file, true, err);
+    if (!rc)
+        *out = p->wdb[k];
+    pthread_mutex_unlock(&in->parts_mu);
+    return rc;
+}
+
+static int part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create,
+                      DB **out, DB_TXN **tx, kv_err *err)
 {
     struct kv_tpart *tp = NULL;
     int rc = txn_part(t, id, &tp, err);
@@ -478,7 +522,7 @@ int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
             rc = part_create(t, p, err);
             tp->unlogged = rc == KVFTS_OK;
         } else if (exists) {
-            rc = part_open(t, p, k, file, err);
+            rc = part_open(t, p, k, file, false, err);
         } else if (create) {
             rc = kv_seterr(err, KVFTS_EINVAL, "%s: a read-only transaction "
                            "cannot create segment file %s",
@@ -649,7 +693,7 @@ int kv__part_shared_check(bdb_inst *in, bool create, kv_err *err)
         DB *db = NULL;
         if ((rc = db_new(in, &db, err)))
             return rc;
-        int ret = kv__db_open(in->env, db, file, sub_names[k], false);
+        int ret = kv__db_open(in->env, db, file, sub_names[k], false, false);
         if (ret)
             rc = kv__bdb_err(in, ret, err, file);
         kv__db_close(db, 0);

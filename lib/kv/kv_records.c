@@ -595,6 +595,11 @@ int kv_cursor_next(kv_cursor *c, kv_err *err)
     return cursor_get(c, DB_NEXT, NULL, 0, err);
 }
 
+int kv_cursor_next_key(kv_cursor *c, kv_err *err)
+{
+    return cursor_get_v(c, DB_NEXT, NULL, 0, true, err);
+}
+
 int kv_cursor_prev(kv_cursor *c, kv_err *err)
 {
     return cursor_get(c, DB_PREV, NULL, 0, err);

@@ -423,6 +423,9 @@ int kv_cursor_seek_floor(kv_cursor *c, const void *key, size_t klen,
                          kv_err *err);
 /** Position at the next record. */
 int kv_cursor_next(kv_cursor *c, kv_err *err);
+/** The next record's key alone (kv_cursor_val() is then empty): none of
+ *  its value is read, nor its overflow pages. */
+int kv_cursor_next_key(kv_cursor *c, kv_err *err);
 /** Position at the first duplicate of exactly @p key. */
 int kv_cursor_seek_exact(kv_cursor *c, const void *key, size_t klen,
                          kv_err *err);
