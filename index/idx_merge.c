@@ -932,6 +932,7 @@ static int ranges_cut(mpar *p, kv_txn *txn, uint32_t seg, uint32_t want,
         rc = idx_key_chunk(&key, seg, "", 0, err);
     if (!rc)
         rc = kv_cursor_seek(c, key.data, key.len, err);
+    /* (keys alone after the first: a chunk's value is most of its 4 KB) */
     while (!rc) {
         const char *k;
         size_t kl;
@@ -944,7 +945,7 @@ static int ranges_cut(mpar *p, kv_txn *txn, uint32_t seg, uint32_t want,
         at[n++] = firsts.len;
         rc = kv_buf_append(&firsts, k + 5, kl - 5, err);
         if (!rc)
-            rc = kv_cursor_next(c, err);
+            rc = kv_cursor_next_key(c, err);
     }
     if (rc == KVFTS_ITEROVER)
         rc = KVFTS_OK;

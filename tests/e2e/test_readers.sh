@@ -2,7 +2,8 @@
 # e2e.readers -- concurrent readers and writers on one database.
 #
 # 1. Four processes search continuously (kvfts_test_helper search) while a
-#    fifth loads a corpus in batches of 1,000.  Every search is one
+#    fifth loads a corpus in batches of 1,000 (its merges' outputs files of
+#    their own).  Every search is one
 #    snapshot and is checked on its own: its match count must be the
 #    query's count over item::1..N for N a whole number of batches, and
 #    every hit a whole document that matches, numbered at most N (so no
@@ -61,8 +62,11 @@ for r in $(seq $READERS); do
     RPIDS+=($!)
     track_pid $!
 done
-"$KVFTS_BIN" load "$SRC" --auto item --batch $BATCH --quiet \
-    >"$T_DIR/load.out" 2>"$T_DIR/load.err" &
+# The loader's merges are done whole (KVFTS_MERGE_RANGE_KB: each output a
+# file of its own, written unlogged and listed by the transaction that made
+# it), so the readers open such files as soon as they are listed.
+KVFTS_MERGE_RANGE_KB=16 "$KVFTS_BIN" load "$SRC" --auto item --batch $BATCH \
+    --quiet >"$T_DIR/load.out" 2>"$T_DIR/load.err" &
 LOADER=$!
 track_pid $LOADER
 wait $LOADER
