@@ -537,6 +537,31 @@ static void test_merge_beside_open_batch(void **state)
     kvfts_close(c);
 }
 
+/* A query and the number of documents it must match. */
+typedef struct count_q {
+    const char *q;
+    uint64_t n;
+} count_q;
+
+/* Each query of qs counts what it says, and `check` finds nothing. */
+static void assert_counts_checked(kvfts_db *db, const count_q *qs, size_t n)
+{
+    kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
+    so.count_only = true;
+    for (size_t i = 0; i < n; i++) {
+        kvfts_results *r = NULL;
+        assert_int_equal(kvfts_search(&r, db, S(qs[i].q), &so), KVFTS_OK);
+        if (kvfts_results_total(r) != qs[i].n)
+            fail_msg("%s: %llu, not %llu", qs[i].q,
+                     (unsigned long long)kvfts_results_total(r),
+                     (unsigned long long)qs[i].n);
+        kvfts_results_free(r);
+    }
+    uint64_t diffs = 1;
+    assert_int_equal(kvfts_check(&diffs, db, NULL, NULL), KVFTS_OK);
+    assert_int_equal(diffs, 0);
+}
+
 /* A batch whose index buffer passes a megabyte is written as a segment
  * file of its own, which its transaction makes: with worker threads, a
  * consumer thread puts the segment's records (outside the transaction)
@@ -588,29 +613,13 @@ static void test_batch_own_segment(void **state)
         nx5z9 += i % 97 == 5 && i % 83 == 9;
     }
     assert_true(nx5 > 50 && nx5z9 == 1);
-    kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
-    so.count_only = true;
-    const struct {
-        const char *q;
-        uint64_t n;
-    } qs[] = { { "common", 6000 }, { "x5", nx5 }, { "x5 y7", nx5y7 },
-               { "x5 z9", nx5z9 }, { "w4321", 1 },
-               { "\"common w17\"", 1 } };
+    const count_q qs[] = { { "common", 6000 }, { "x5", nx5 },
+                           { "x5 y7", nx5y7 }, { "x5 z9", nx5z9 },
+                           { "w4321", 1 }, { "\"common w17\"", 1 } };
     assert_doc(f->db, "r0::4321", "{\"t\":\"common w4321 x53 y49 z5 "
                "v30247 u56173\",\"n\":\"n4321\"}");
     assert_doc(f->db, "r1::4321", NULL);       /* rolled back */
-    for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
-        kvfts_results *r = NULL;
-        assert_int_equal(kvfts_search(&r, f->db, S(qs[i].q), &so), KVFTS_OK);
-        if (kvfts_results_total(r) != qs[i].n)
-            fail_msg("%s: %llu, not %llu", qs[i].q,
-                     (unsigned long long)kvfts_results_total(r),
-                     (unsigned long long)qs[i].n);
-        kvfts_results_free(r);
-    }
-    uint64_t diffs = 1;
-    assert_int_equal(kvfts_check(&diffs, f->db, NULL, NULL), KVFTS_OK);
-    assert_int_equal(diffs, 0);
+    assert_counts_checked(f->db, qs, sizeof qs / sizeof qs[0]);
 }
 
 /* Merges after a batch's commit done whole, in one transaction each: their
@@ -669,27 +678,12 @@ static void test_merge_whole_in_ranges(void **state)
     uint64_t nx5 = 0;
     for (int id = 0; id < BATCHES * PER; id++)
         nx5 += id % 97 == 5;
-    kvfts_search_options so = KVFTS_SEARCH_OPTIONS_INIT;
-    so.count_only = true;
-    const struct {
-        const char *q;
-        uint64_t n;
-    } qs[] = { { "common", BATCHES * PER }, { "x5", nx5 },
-               { "re", BATCHES - 1 }, { "g0", PER - 1 }, { "g1", PER },
-               { "g23", PER + 1 }, { "w125 g0", 0 }, { "w125 g1 re", 1 },
-               { "w4321", 1 } };
-    for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
-        kvfts_results *r = NULL;
-        assert_int_equal(kvfts_search(&r, f->db, S(qs[i].q), &so), KVFTS_OK);
-        if (kvfts_results_total(r) != qs[i].n)
-            fail_msg("%s: %llu, not %llu", qs[i].q,
-                     (unsigned long long)kvfts_results_total(r),
-                     (unsigned long long)qs[i].n);
-        kvfts_results_free(r);
-    }
-    uint64_t diffs = 1;
-    assert_int_equal(kvfts_check(&diffs, f->db, NULL, NULL), KVFTS_OK);
-    assert_int_equal(diffs, 0);
+    const count_q qs[] = { { "common", BATCHES * PER }, { "x5", nx5 },
+                           { "re", BATCHES - 1 }, { "g0", PER - 1 },
+                           { "g1", PER }, { "g23", PER + 1 },
+                           { "w125 g0", 0 }, { "w125 g1 re", 1 },
+                           { "w4321", 1 } };
+    assert_counts_checked(f->db, qs, sizeof qs / sizeof qs[0]);
 }
 
 static void test_batch(void **state)

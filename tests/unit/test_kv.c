@@ -566,6 +566,22 @@ static int read_gone(kv_txn *t, void *payload, kv_err *err)
     return rc;
 }
 
+/* Pipes go and ready, this process's environment closed (nothing of it may
+ * cross the fork), and a child: 0 in the child, which keeps go's reading
+ * end and ready's writing end; the child's pid here, with the others. */
+static pid_t fork_child(fx *f, int go[2], int ready[2])
+{
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(ready), 0);
+    kv_env_close(f->env);
+    f->env = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    close(pid == 0 ? go[1] : go[0]);
+    close(pid == 0 ? ready[0] : ready[1]);
+    return pid;
+}
+
 /* A file of a segment's own, which its transaction made without log
  * records, is read by another process (open since before) as soon as that
  * commit lists it, while the maker keeps the database open and the file's
@@ -582,15 +598,8 @@ static void test_made_file_read_elsewhere(void **state)
     kv_err err = KV_ERR_INIT;
     const uint32_t a = KV_PART_OWN | 11;
     int go[2], ready[2];
-    assert_int_equal(pipe(go), 0);
-    assert_int_equal(pipe(ready), 0);
-    kv_env_close(f->env);      /* nothing of it may cross the fork */
-    f->env = NULL;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    pid_t pid = fork_child(f, go, ready);
     if (pid == 0) {
-        close(go[1]);
-        close(ready[0]);
         char ch;
         kv_env *e2 = NULL;
         kv_err e = KV_ERR_INIT;
@@ -616,8 +625,6 @@ static void test_made_file_read_elsewhere(void **state)
         ch = ok ? 'r' : 'f';
         _exit(write(ready[1], &ch, 1) == 1 && ok ? 0 : 2);
     }
-    close(go[0]);
-    close(ready[1]);
     char ch;
     assert_int_equal(read(ready[0], &ch, 1), 1);   /* the reader is open */
     assert_int_equal(ch, 'r');
@@ -765,15 +772,8 @@ static void test_segment_files(void **state)
      * child opens the database afresh: nothing of this process's open
      * environment may cross the fork.) */
     int go[2], ready[2];
-    assert_int_equal(pipe(go), 0);
-    assert_int_equal(pipe(ready), 0);
-    kv_env_close(f->env);
-    f->env = NULL;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    pid_t pid = fork_child(f, go, ready);
     if (pid == 0) {
-        close(go[1]);
-        close(ready[0]);
         kv_env *e2 = NULL;
         kv_err e = KV_ERR_INIT;
         char ch = 'x';
@@ -799,8 +799,6 @@ static void test_segment_files(void **state)
         kv_env_close(e2);
         _exit(ok ? 0 : 2);
     }
-    close(go[0]);
-    close(ready[1]);
     kv_env_options o = { false, false, 0 };
     assert_int_equal(kv_env_open(&f->env, f->dir, &o, &err), 0);
     char ch;
