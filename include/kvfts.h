@@ -20,7 +20,12 @@
  *  - kvfts_batch: belongs to its kvfts_db: the thread using the handle uses
  *    the batch.  Its analysis runs in worker threads of its own (one per
  *    core but the caller's, KVFTS_WORKERS=N to choose), invisible to the
- *    caller: they are joined before kvfts_batch_free() returns.
+ *    caller: they are joined before kvfts_batch_free() returns.  The merge
+ *    a commit may run is split over threads of the library's too (one per
+ *    core but the caller's), which it starts the first time and keeps,
+ *    idle and with every signal blocked, until the process ends (a thread
+ *    that has called Berkeley DB holds a slot of its thread table until
+ *    then, so they are not started per batch).
  *  - kvfts_results, kvfts_docs, kvfts_terms: plain memory once returned;
  *    they may be read in any one thread at a time, also after the handle
  *    that made them is closed.
