@@ -3,9 +3,13 @@
  * resumable steps.
  *
  * Policy (tiered by level, as SQLite FTS5's automerge): a batch's segment
- * is level 0; when MERGE_FACTOR segments of one level stand side by side at
- * the young end of the list, they are merged into one segment of the next
- * level, in their place.  Levels never increase towards the young end, so
+ * starts at the level of its size, log8(bytes / 64 KiB) rounded down, but
+ * no higher than the youngest segment's; when MERGE_FACTOR segments of one
+ * level stand side by side at the young end of the list, they are merged
+ * into one segment of the next level, in their place.  (By size, so that a
+ * large load's segment is not rewritten with the next seven small batches:
+ * the catalog's 25 MB is level 2, a 1,000-document batch's 0.5 MB level 1,
+ * one document's level 0.)  Levels never increase towards the young end, so
  * the segments of a level are always neighbours, and a merge keeps the
  * list in age order, which deletions depend on (a deletion cancels postings
  * in older segments only).  With a factor of 8 a posting is rewritten about
@@ -51,6 +55,9 @@
 #include <unistd.h>
 
 #define MERGE_FACTOR 8
+/* A batch's segment of LEVEL_BYTES * 8^k bytes or more starts at level k
+ * (idx_seg_level). */
+#define LEVEL_BYTES (64u * 1024u)
 #define OUT_CHUNK 1024     /* postings handed to the writer at a time */
 
 /* ---- the merge state (segs.db "merge") ------------------------------------ */
@@ -164,6 +171,17 @@ static int mstate_write(const mstate *m, kv_txn *txn, kv_err *err)
 /* ---- the policy --------------------------------------------------------- */
 
 /* The run to merge: *start, *n (0: nothing to do). */
+uint32_t idx_seg_level(const idx_segs *list, uint64_t bytes)
+{
+    uint32_t level = 0;
+    for (uint64_t b = bytes / LEVEL_BYTES; b >= MERGE_FACTOR;
+         b /= MERGE_FACTOR)
+        level++;
+    if (list->n && list->v[list->n - 1].level < level)
+        level = list->v[list->n - 1].level;
+    return level;
+}
+
 static void choose_run(const idx_segs *s, bool all, uint32_t *start,
                        uint32_t *n)
 {

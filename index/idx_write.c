@@ -871,8 +871,10 @@ int idx_flush(idx_writer *w, kv_txn *txn, kv_err *err)
                              &seg, err);
         if (!rc)
             rc = idx_segs_read(&list, txn, true, err);
-        if (!rc)
+        if (!rc) {
+            seg.level = idx_seg_level(&list, seg.bytes);
             rc = idx_segs_push(&list, &seg, err);
+        }
         if (!rc)
             rc = idx_segs_write(&list, txn, err);
         idx_segs_free(&list);
