@@ -759,9 +759,9 @@ static int write_step(kv_txn *txn, mstate *m, uint64_t max_bytes,
 
 /* A merge done in one transaction (once_bytes) whose output's file that
  * transaction makes is cut into term ranges at the dictionary chunks of
- * its largest input: the ranges are merged into memory by the writer's
- * idle workers and this thread, each reading the inputs in a snapshot of
- * its own (they are not changed until the merge replaces them), and this
+ * its largest input: the ranges are merged into memory by this thread and
+ * helper threads (the pool below), each reading the inputs in a snapshot
+ * of its own (they are not changed until the merge replaces them), and this
  * thread puts them into the file in order (kv_partw), at most a window of
  * ranges ahead of it in memory.  Range k numbers its terms from k * stride,
  * stride the inputs' terms together: a range's terms are numbered in
@@ -774,7 +774,7 @@ typedef struct mrange {
     kv_buf lo;             /* its first term (empty in the first range) */
     kv_buf sink;           /* its records, until put */
     idx_seg seg;           /* its figures */
-    bool claimed, done;
+    bool done;
     int rc;
     kv_err err;
 } mrange;
@@ -867,11 +867,10 @@ static void *pool_main(void *arg)
     return NULL;
 }
 
-/* idx_runner's spawn: fn(arg) on a thread of the pool, one started if none
- * is idle (false: none could be, and none runs). */
-static bool pool_spawn(void *ctx, void (*fn)(void *), void *arg)
+/* fn(arg) on a thread of the pool, one started if none is idle (false:
+ * none could be, and none runs). */
+static bool pool_spawn(void (*fn)(void *), void *arg)
 {
-    (void)ctx;
     pthread_mutex_lock(&pool.mu);
     if (pool.pid != getpid()) {
         pool.pid = getpid();
@@ -894,12 +893,12 @@ static bool pool_spawn(void *ctx, void (*fn)(void *), void *arg)
     return ok;
 }
 
-/* Claim a range within the window (mu held): nr if none. */
+/* Claim a range within the window (mu held): nr if none.  Ranges are
+ * claimed in order: those below next are claimed. */
 static uint32_t range_claim(mpar *p)
 {
     if (p->stop || p->next >= p->nr || p->next >= p->put + p->window)
         return p->nr;
-    p->r[p->next].claimed = true;
     return p->next++;
 }
 
@@ -995,12 +994,12 @@ static int ranges_cut(mpar *p, kv_txn *txn, uint32_t seg, uint32_t want,
 }
 
 /* Merge m whole into its file, which txn makes (*done), by ranges of about
- * @p range_bytes of input on @p run's helpers and this thread; *done false
- * (and nothing written) when that does not apply: one range, the file not
- * txn's to make. */
+ * @p range_bytes of input on this thread and up to @p helpers of the pool;
+ * *done false (and nothing written) when that does not apply: one range,
+ * the file not txn's to make. */
 static int write_ranges(kv_txn *txn, mstate *m, const idx_segs *segs,
-                        const idx_runner *run, uint64_t range_bytes,
-                        bool *done, kv_err *err)
+                        unsigned helpers, uint64_t range_bytes, bool *done,
+                        kv_err *err)
 {
     *done = false;
     /* the largest input, and the terms of all */
@@ -1039,8 +1038,8 @@ static int write_ranges(kv_txn *txn, mstate *m, const idx_segs *segs,
         mpar_free(&p);
         return rc;
     }
-    uint32_t helpers = run->helpers < LANES_MAX - 1 ? run->helpers
-                                                    : LANES_MAX - 1;
+    if (helpers > LANES_MAX - 1)
+        helpers = LANES_MAX - 1;
     if (helpers > p.nr - 1)
         helpers = p.nr - 1;
     for (uint32_t i = 0; !rc && i <= helpers; i++)
@@ -1058,7 +1057,7 @@ static int write_ranges(kv_txn *txn, mstate *m, const idx_segs *segs,
         pthread_mutex_lock(&p.mu);
         p.active++;
         pthread_mutex_unlock(&p.mu);
-        if (!run->spawn(run->ctx, range_helper, &p)) {
+        if (!pool_spawn(range_helper, &p)) {
             pthread_mutex_lock(&p.mu);
             p.active--;
             pthread_mutex_unlock(&p.mu);
@@ -1075,7 +1074,7 @@ static int write_ranges(kv_txn *txn, mstate *m, const idx_segs *segs,
                 range_merge(&p, j, p.snap[0]);
                 range_done(&p, j);
                 pthread_mutex_lock(&p.mu);
-            } else if (p.stop && !p.r[k].claimed) {
+            } else if (p.stop && k >= p.next) {     /* not claimed */
                 break;
             } else {
                 pthread_cond_wait(&p.cv, &p.mu);
@@ -1194,10 +1193,7 @@ int idx_merge_step(kv_txn *txn, const idx_merge_opts *o, bool *more,
     if (!rc && have) {
         bool finished = false, whole = false;
         if (once && (o->helpers > 0 || o->range_bytes)) {
-            idx_runner run = { pool_spawn, NULL,
-                               o->helpers < LANES_MAX - 1 ? o->helpers
-                                                          : LANES_MAX - 1 };
-            rc = write_ranges(txn, &m, &segs, &run,
+            rc = write_ranges(txn, &m, &segs, o->helpers,
                               o->range_bytes ? o->range_bytes : RANGE_BYTES,
                               &whole, err);
             finished = whole;

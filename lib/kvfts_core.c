@@ -192,21 +192,26 @@ void api_drop_sweep_warn(kvfts_db *db)
                  "merge tries again): %s", e.msg);
 }
 
+/* The environment variable @p name in kilobytes (1 .. 1 GiB), as bytes;
+ * 0 if it is unset or out of range. */
+static uint64_t env_kb(const char *name)
+{
+    const char *e = getenv(name);
+    long kb = e && *e ? atol(e) : 0;
+    return kb > 0 && kb < 1024L * 1024 ? (uint64_t)kb * 1024u : 0;
+}
+
 uint64_t api_merge_step_bytes(void)
 {
-    const char *e = getenv("KVFTS_MERGE_STEP_KB");
-    long kb = e && *e ? atol(e) : 0;
-    return kb > 0 && kb < 1024L * 1024 ? (uint64_t)kb * 1024u
-                                       : API_MERGE_STEP_BYTES;
+    uint64_t b = env_kb("KVFTS_MERGE_STEP_KB");
+    return b ? b : API_MERGE_STEP_BYTES;
 }
 
 /* KVFTS_MERGE_RANGE_KB (tests): kilobytes of input per range of a merge
  * done whole, every such merge's output a file of its own; 0 if unset. */
 static uint64_t merge_range_bytes(void)
 {
-    const char *e = getenv("KVFTS_MERGE_RANGE_KB");
-    long kb = e && *e ? atol(e) : 0;
-    return kb > 0 && kb < 1024L * 1024 ? (uint64_t)kb * 1024u : 0;
+    return env_kb("KVFTS_MERGE_RANGE_KB");
 }
 
 uint64_t api_merge_once_bytes(void)
@@ -238,10 +243,13 @@ int api_merge_step(kvfts_db *db, bool all, uint64_t bytes, uint64_t once,
                    int *more, idx_merge_stats *st, kv_err *err)
 {
     /* A merge done whole after a batch: on every core (on more threads
-     * than cores, ranges held in memory grow, not speed). */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned helpers = once && db->batch_workers && cores > 1
-                       ? (unsigned)(cores - 1) : 0;
+     * than cores, ranges held in memory grow, not speed).  Not asked of
+     * single writes, which merge after every one. */
+    unsigned helpers = 0;
+    if (once && db->batch_workers) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        helpers = cores > 1 ? (unsigned)(cores - 1) : 0;
+    }
     merge_req m = { { all, bytes, once, once ? merge_range_bytes() : 0,
                       helpers }, 0, { 0 } };
     int rc = kv_txn_run(db->env, true, merge_fn, &m, err);

@@ -374,17 +374,16 @@ int kv__parts_seal(kv_txn *t, kv_err *err)
 }
 
 /* Open database k of p's existing file, in a snapshot of its own
- * (parts_mu held): read-only if it is a file of a segment's own (p->wdb
- * for a merge step that adds to it, part_writable).
+ * (parts_mu held): read-only if it is a file of a segment's own, unless
+ * @p writable (p->wdb, for a merge step that adds to it: kv__part_db_id).
  *
- * Why read-only: Berkeley DB refuses a durable handle on a file whose
- * cache entry a not-durable one made (part_create) and which it still
- * keeps, with the file's pages, after those handles closed ("BDB3039
- * Cannot open DURABLE and NOT DURABLE handles in the same file", EINVAL):
- * a reader of another process that opened a merge's output soon after it
- * was listed failed so, again and again for over a second
- * (`kvfts bench --incremental`, four readers).  A read-only handle is not
- * checked. */
+ * Why read-only: Berkeley DB refused readers of another process a durable
+ * handle on a file made with not-durable ones (part_create) soon after the
+ * commit that listed it ("BDB3039 Cannot open DURABLE and NOT DURABLE
+ * handles in the same file", EINVAL), again and again for over a second
+ * (`kvfts bench --incremental`, four readers; what inside Berkeley DB
+ * keeps the file not durable so long is not pinned down).  A read-only
+ * handle is not checked. */
 static int part_open(kv_txn *t, kv_part *p, int k, const char *file,
                      bool writable, kv_err *err)
 {
