@@ -1301,6 +1301,13 @@ static int env_create(shared_env *sh, uint64_t cache, DB_ENV **out,
     env->set_lk_max_locks(env, 100000);
     env->set_lk_max_objects(env, 100000);
     env->set_lk_max_lockers(env, 4000);
+    /* The lock objects' hash table: by default a bucket per object, each
+     * with a statistics record (over 100 bytes), which Berkeley DB zeroes
+     * when it makes the region -- 15 MB of shared memory written at every
+     * first open, half a `kvfts` command's 20 ms.  A transaction holds a
+     * few hundred locks at most (a merge's own-file cursors take none), so
+     * 16,384 buckets keep chains short. */
+    env->set_lk_tablesize(env, 16384);
     /* Under multiversion concurrency each page version a committed
      * transaction left in the cache keeps that transaction's record, with
      * a mutex, until the version is freed -- which Berkeley DB does only
@@ -1308,6 +1315,9 @@ static int env_create(shared_env *sh, uint64_t cache, DB_ENV **out,
      * and one per such record, plus the fixed ones.  (The default was
      * exhausted after about 65,000 single-document commits.) */
     env->mutex_set_max(env, (u_int32_t)(cache / KV_PAGE * 2 + 20000));
+    /* ... but made as needed: all of them at creation was 3 ms of every
+     * first open.  The region is sized for the maximum either way. */
+    env->mutex_set_init(env, 1024);
     /* Log files of 1 MiB (Berkeley DB wants the buffer at most a quarter
      * of that): after a load's checkpoint the directory keeps the current
      * file only, and it is part of what a user sees (du -sb).  With 4 MiB
