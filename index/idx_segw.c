@@ -460,7 +460,6 @@ typedef struct termw {
     uint32_t ndcap;
     uint32_t *delids;
     uint32_t dicap;
-    uint32_t *cur;            /* per shard: next sorted term */
 } termw;
 
 static void termw_free(termw *t)
@@ -474,7 +473,6 @@ static void termw_free(termw *t)
     kv_free(t->idxmap);
     kv_free(t->ndelc);
     kv_free(t->delids);
-    kv_free(t->cur);
 }
 
 static uint32_t table_index(const termw *t, uint32_t col)
@@ -764,38 +762,91 @@ static void range_bounds(const flushp *f, const range *r, uint32_t s,
                : idx_shard_nterms(sh);
 }
 
-/* The distinct terms of range r. */
-static void range_count(flushp *f, range *r, uint32_t *cur, uint32_t *end)
+/* The shards' next terms in a range, in byte order, each read from its
+ * shard once (the sorted order points into the shard's strings at random:
+ * a cache miss a read). */
+typedef struct kway {
+    uint32_t n;
+    uint32_t *cur, *end;
+    const char **t;        /* shard s's current term (NULL: done) */
+    uint32_t *tl;
+    bool *eq;              /* shard s has the current smallest */
+} kway;
+
+static void kway_load(kway *k, idx_shard *const *sh, uint32_t s)
 {
-    for (uint32_t s = 0; s < f->n; s++)
-        range_bounds(f, r, s, &cur[s], &end[s]);
-    r->nterms = 0;
-    for (;;) {
-        const char *best = NULL;
-        uint32_t bl = 0;
-        for (uint32_t s = 0; s < f->n; s++) {
-            if (cur[s] >= end[s])
-                continue;
-            uint32_t l;
-            const char *x = idx_shard_term(f->shards[s], cur[s], &l);
-            if (!best || idx__bytes_cmp(x, l, best, bl) < 0) {
-                best = x;
-                bl = l;
-            }
-        }
-        if (!best)
-            break;
-        r->nterms++;
-        for (uint32_t s = 0; s < f->n; s++) {
-            uint32_t l;
-            if (cur[s] >= end[s])
-                continue;
-            const char *x = idx_shard_term(f->shards[s], cur[s], &l);
-            if (x != best && idx__bytes_cmp(x, l, best, bl) != 0)
-                continue;
-            cur[s]++;
-        }
+    k->t[s] = k->cur[s] < k->end[s]
+            ? idx_shard_term(sh[s], k->cur[s], &k->tl[s]) : NULL;
+}
+
+/* Set up for range r; false: out of memory. */
+static bool kway_open(kway *k, const flushp *f, const range *r)
+{
+    k->n = f->n;
+    uint32_t m = f->n ? f->n : 1;
+    k->cur = kv_calloc(m, 2 * sizeof *k->cur + sizeof *k->t +
+                          sizeof *k->tl + sizeof *k->eq);
+    if (!k->cur)
+        return false;
+    k->end = k->cur + m;
+    k->t = (const char **)(void *)(k->end + m);
+    k->tl = (uint32_t *)(void *)(k->t + m);
+    k->eq = (bool *)(k->tl + m);
+    for (uint32_t s = 0; s < f->n; s++) {
+        range_bounds(f, r, s, &k->cur[s], &k->end[s]);
+        kway_load(k, f->shards, s);
     }
+    return true;
+}
+
+/* The smallest current term (NULL at the end); k->eq marks the shards
+ * that hold it. */
+static const char *kway_min(kway *k, uint32_t *len)
+{
+    const char *best = NULL;
+    uint32_t bl = 0;
+    for (uint32_t s = 0; s < k->n; s++) {
+        k->eq[s] = false;
+        if (!k->t[s])
+            continue;
+        int c = best ? idx__bytes_cmp(k->t[s], k->tl[s], best, bl) : -1;
+        if (c < 0) {
+            for (uint32_t j = 0; j < s; j++)
+                k->eq[j] = false;
+            best = k->t[s];
+            bl = k->tl[s];
+        }
+        if (c <= 0)
+            k->eq[s] = true;
+    }
+    *len = bl;
+    return best;
+}
+
+/* Past the current term in the shards that hold it. */
+static void kway_next(kway *k, idx_shard *const *sh)
+{
+    for (uint32_t s = 0; s < k->n; s++)
+        if (k->eq[s]) {
+            k->cur[s]++;
+            kway_load(k, sh, s);
+        }
+}
+
+/* The distinct terms of range r. */
+static int range_count(flushp *f, range *r)
+{
+    kway k;
+    if (!kway_open(&k, f, r))
+        return kv_seterr(&r->err, KVFTS_ENOMEM, "out of memory");
+    r->nterms = 0;
+    uint32_t bl;
+    while (kway_min(&k, &bl)) {
+        r->nterms++;
+        kway_next(&k, f->shards);
+    }
+    kv_free(k.cur);
+    return KVFTS_OK;
 }
 
 /* Write range r: into the transaction (txn) or r->sink. */
@@ -811,33 +862,19 @@ static int range_write(flushp *f, range *r, kv_txn *txn, kv_err *err)
     idx_dels_init(&t.mdels);
     idx_tl_scratch sc;
     memset(&sc, 0, sizeof sc);
-    uint32_t *end = NULL;
+    kway k = { 0 };
     int rc = idx_segw_open(&w, txn, f->seg_id, err);
     if (!rc) {
         if (!txn)
             w->sink = &r->sink;
         idx_segw_set_ord(w, r->ord0);
-        t.cur = kv_calloc(f->n ? f->n : 1, sizeof *t.cur);
-        end = kv_calloc(f->n ? f->n : 1, sizeof *end);
-        if (!t.cur || !end)
+        if (!kway_open(&k, f, r))
             rc = kv_seterr(err, KVFTS_ENOMEM, "out of memory");
     }
-    for (uint32_t s = 0; !rc && s < f->n; s++)
-        range_bounds(f, r, s, &t.cur[s], &end[s]);
     while (!rc) {
         /* The smallest next term of the shards. */
-        const char *best = NULL;
-        uint32_t bl = 0;
-        for (uint32_t s = 0; s < f->n; s++) {
-            if (t.cur[s] >= end[s])
-                continue;
-            uint32_t l;
-            const char *x = idx_shard_term(f->shards[s], t.cur[s], &l);
-            if (!best || idx__bytes_cmp(x, l, best, bl) < 0) {
-                best = x;
-                bl = l;
-            }
-        }
+        uint32_t bl;
+        const char *best = kway_min(&k, &bl);
         if (!best)
             break;
         idx_plist_reset(&t.merged, f->positions);
@@ -846,27 +883,23 @@ static int range_write(flushp *f, range *r, kv_txn *txn, kv_err *err)
         size_t tl = bl <= IDX_TERM_MAX ? bl : IDX_TERM_MAX;
         memcpy(tb, best, tl);
         for (uint32_t s = 0; !rc && s < f->n; s++) {
-            uint32_t l;
-            if (t.cur[s] >= end[s])
+            if (!k.eq[s])
                 continue;
-            const char *x = idx_shard_term(f->shards[s], t.cur[s], &l);
-            if (idx__bytes_cmp(x, l, tb, tl) != 0)
-                continue;
-            rc = idx_shard_term_lists(f->shards[s], t.cur[s], &sc, &t.adds,
+            rc = idx_shard_term_lists(f->shards[s], k.cur[s], &sc, &t.adds,
                                       &t.dels, err);
             if (!rc && t.adds.n)
                 rc = merge_adds(&t, &t.adds, f->colmaps[s], err);
             if (!rc && t.dels.n)
                 rc = merge_dels(&t, &t.dels, f->colmaps[s], err);
-            t.cur[s]++;
         }
+        kway_next(&k, f->shards);
         if (!rc)
             rc = write_merged(w, &t, tb, tl, err);
     }
     if (!rc)
         rc = idx_segw_close(w, &r->seg, err);
     termw_free(&t);
-    kv_free(end);
+    kv_free(k.cur);
     idx_tl_scratch_free(&sc);
     idx_segw_free(w);
     return rc;
@@ -878,14 +911,7 @@ static void task_run(flushp *f, uint32_t k)
     if (f->phase == PH_SORT) {
         f->trc[k] = idx_shard_sort(f->shards[k], &f->terr[k]);
     } else if (f->phase == PH_COUNT) {
-        uint32_t *cur = kv_calloc(f->n ? f->n : 1, 2 * sizeof *cur);
-        if (!cur) {
-            f->r[k].rc = kv_seterr(&f->r[k].err, KVFTS_ENOMEM,
-                                   "out of memory");
-            return;
-        }
-        range_count(f, &f->r[k], cur, cur + f->n);
-        kv_free(cur);
+        f->r[k].rc = range_count(f, &f->r[k]);
     } else {
         f->r[k].rc = range_write(f, &f->r[k], NULL, &f->r[k].err);
     }
