@@ -1317,10 +1317,11 @@ static int env_create(shared_env *sh, uint64_t cache, DB_ENV **out,
     env->mutex_set_max(env, (u_int32_t)(cache / KV_PAGE * 2 + 20000));
     /* All made at creation (3 ms of a first open).  Made as needed
      * (mutex_set_init 1,024) a one-document load took 8 ms instead of 12,
-     * and Berkeley DB grew the region correctly to 800,000 commits; but a
-     * growth benchmark run with it (and a larger merge cap) once left a
-     * corrupt dictionary chunk, not reproduced and not explained, so the
-     * region's growth path stays unused. */
+     * and Berkeley DB grew the region through 800,000 single commits; but
+     * growth benchmark runs with it broke databases twice: a dictionary
+     * chunk that did not parse after the 5M step, and a search spinning in
+     * __bam_search after the 500k step, its docs.db holding a zeroed page
+     * in the B-tree (db5.3_verify).  Runs without it never did. */
     /* Log files of 1 MiB (Berkeley DB wants the buffer at most a quarter
      * of that): after a load's checkpoint the directory keeps the current
      * file only, and it is part of what a user sees (du -sb).  With 4 MiB
