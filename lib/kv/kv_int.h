@@ -138,6 +138,7 @@ struct kv_txn {
     struct kv_tpart {
         kv_part *p;
         DB *db[2];
+        DB *wdb[2];              /* p->wdb, once a write asked for it */
         bool unlogged;           /* this transaction makes p's file: its
                                     records are written outside it */
     } *used, *lastp;             /* used: inline, or grown on the heap */

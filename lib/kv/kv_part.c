@@ -457,7 +457,8 @@ static int txn_part(kv_txn *t, uint32_t id, struct kv_tpart **out,
     pthread_mutex_unlock(&in->parts_mu);
     if (!p)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    t->used[t->nused] = (struct kv_tpart){ p, { db0, db1 }, false };
+    t->used[t->nused] = (struct kv_tpart){ p, { db0, db1 }, { NULL, NULL },
+                                           false };
     *out = t->lastp = &t->used[t->nused++];
     return KVFTS_OK;
 }
@@ -472,17 +473,23 @@ int kv__part_db_id(kv_txn *t, kv_space s, uint32_t id, bool create, DB **out,
     if (rc || !create || !t->write || !(id & KV_PART_OWN) || !*tx)
         return rc;
     /* A write into an existing file of a segment's own (a merge step
-     * adding to its output): a writable handle beside the read-only one. */
+     * adding to its output): a writable handle beside the read-only one,
+     * kept by the transaction like the others (a step puts thousands). */
+    struct kv_tpart *tp = t->lastp;
+    int k = sub_of(s);
+    if (tp->wdb[k]) {
+        *out = tp->wdb[k];
+        return KVFTS_OK;
+    }
     char file[32];
     part_file(file, sizeof file, id);
     bdb_inst *in = t->inst;
-    kv_part *p = t->lastp->p;
-    int k = sub_of(s);
+    kv_part *p = tp->p;
     pthread_mutex_lock(&in->parts_mu);
     if (!p->wdb[k])
         rc = part_open(t, p, k, file, true, err);
     if (!rc)
-        *out = p->wdb[k];
+        *out = tp->wdb[k] = p->wdb[k];
     pthread_mutex_unlock(&in->parts_mu);
     return rc;
 }
