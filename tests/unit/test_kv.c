@@ -645,11 +645,20 @@ static void test_made_file_read_elsewhere(void **state)
     assert_int_equal(write(go[1], &ch, 1), 1);
     assert_int_equal(read(ready[0], &ch, 1), 1);
     assert_int_equal(ch, 'r');
-    /* the maker adds to the file, in a transaction of its own */
+    /* the maker adds to the file, in a transaction of its own (two puts:
+     * the second through the handle the transaction keeps) */
     assert_int_equal(kv_txn_begin(&t, f->env, true, &err), 0);
     seg_key(key, a, "k9");
     assert_int_equal(kv_put(t, KV_TERMS, key, 6, "v9", 2, &err), 0);
+    seg_key(key, a, "k8");
+    assert_int_equal(kv_put(t, KV_TERMS, key, 6, "v8", 2, &err), 0);
     assert_int_equal(kv_txn_commit(t, &err), 0);
+    kv_buf v = KV_BUF_INIT;
+    assert_int_equal(kv_txn_begin(&t, f->env, false, &err), 0);
+    assert_int_equal(kv_get(t, KV_TERMS, key, 6, &v, false, &err), 0);
+    assert_memory_equal(v.data, "v8", 2);
+    kv_txn_abort(t);
+    kv_buf_free(&v);
     assert_int_equal(write(go[1], &ch, 1), 1);
     assert_int_equal(read(ready[0], &ch, 1), 1);
     int st = 0;
