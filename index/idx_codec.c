@@ -124,16 +124,14 @@
  * segs.db "segments" -> u8 version (2), varint n, n x (varint id, level,
  *   docs, dels, terms, bytes, min id, max id - min id).
  *
- * varint = unsigned LEB128, at most 10 bytes.  StreamVByte (Debian's
- * libstreamvbyte) encodes arrays of u32; idx_svb.c checks and decodes the
- * streams, reading from buffers with IDX_SLACK spare bytes.  Every decoder
+ * varint = unsigned LEB128, at most 10 bytes.  StreamVByte (the format of
+ * libstreamvbyte) codes arrays of u32; idx_svb.c encodes, checks and
+ * decodes the streams, reading from buffers with IDX_SLACK spare bytes.  Every decoder
  * takes (buffer, length) and refuses damage with KVFTS_ECORRUPT
  * (tests/fuzz/fuzz_postings.c feeds them arbitrary bytes).
  */
 #include "idx_int.h"
 
-#include <streamvbyte.h>
-#include <streamvbytedelta.h>
 #include <string.h>
 
 /* ---- varints ------------------------------------------------------------ */
@@ -1353,27 +1351,26 @@ int idx_block_encode(const idx_plist *l, uint32_t from, uint32_t to,
     }
     /* Scratch: u32 values for each stream, then the streams. */
     uint64_t vals = (uint64_t)n + nv + nv + npos + 4;
-    size_t sbytes = streamvbyte_max_compressedbytes(n) * 2 +
-                    streamvbyte_max_compressedbytes(nv) * 2 +
-                    streamvbyte_max_compressedbytes((uint32_t)npos) + 64;
+    size_t sbytes = idx_svb_max_bytes(n) * 2 + idx_svb_max_bytes(nv) * 2 +
+                    idx_svb_max_bytes((uint32_t)npos) + 64;
     kv_buf_reset(scratch);
     int rc = kv_buf_reserve(scratch, vals * 4 + sbytes, err);
     if (rc)
         return rc;
     uint32_t *tmp = (uint32_t *)(void *)scratch->data;
     unsigned char *st = (unsigned char *)scratch->data + vals * 4;
-    size_t idb = n > 1 ? streamvbyte_delta_encode(l->ids + from + 1, n - 1,
-                                                  st, first) : 0;
+    size_t idb = n > 1 ? idx_svb_delta_encode(l->ids + from + 1, n - 1,
+                                              first, st) : 0;
     size_t vcb = 0, vxb = 0;
     if (!oneview) {
         for (uint32_t i = 0; i < n; i++)
             tmp[i] = l->vstart[from + i + 1] - l->vstart[from + i] - 1;
-        vcb = streamvbyte_encode_0124(tmp, n, st + idb);
-        vxb = streamvbyte_encode(l->vcol + v0, nv, st + idb + vcb);
+        vcb = idx_svb_encode_0124(tmp, n, st + idb);
+        vxb = idx_svb_encode(l->vcol + v0, nv, st + idb + vcb);
     }
     for (uint32_t v = 0; v < nv; v++)
         tmp[v] = l->vtf[v0 + v] - 1;
-    size_t tfb = streamvbyte_encode_0124(tmp, nv, st + idb + vcb + vxb);
+    size_t tfb = idx_svb_encode_0124(tmp, nv, st + idb + vcb + vxb);
     size_t posb = 0;
     if (npos) {
         uint32_t k = 0;
@@ -1384,8 +1381,8 @@ int idx_block_encode(const idx_plist *l, uint32_t from, uint32_t to,
                 prev = l->pos[j];
             }
         }
-        posb = streamvbyte_encode(tmp, (uint32_t)npos,
-                                  st + idb + vcb + vxb + tfb);
+        posb = idx_svb_encode(tmp, (uint32_t)npos,
+                              st + idb + vcb + vxb + tfb);
     }
     size_t body = idb + vcb + vxb + tfb + posb;
     rc = kv_buf_reserve(out, 2 + 10 * 9 + body, err);
@@ -1451,34 +1448,6 @@ typedef struct small_post {
     uint32_t gaps[IDX_SMALL_DOCS * IDX_SMALL_TF];
 } small_post;
 
-/* StreamVByte of a few values, as streamvbyte_encode (or with @p z,
- * streamvbyte_encode_0124) writes them: control bytes, two bits a value
- * from the low end, then each value's low bytes.  (The library's calls
- * cost more than the few values here: a prefix count makes such a block
- * for each of its rare terms.) */
-static size_t svb_small(const uint32_t *v, uint32_t n, bool z,
-                        unsigned char *out)
-{
-    size_t nctl = (n + 3) / 4;
-    unsigned char *d = out + nctl;
-    memset(out, 0, nctl);
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t x = v[i];
-        unsigned code, len;
-        if (z) {
-            code = x == 0 ? 0 : x < 256 ? 1 : x < 65536 ? 2 : 3;
-            len = code == 3 ? 4 : code;
-        } else {
-            code = x < 256 ? 0 : x < 65536 ? 1 : x < (1u << 24) ? 2 : 3;
-            len = code + 1;
-        }
-        out[i / 4] |= (unsigned char)(code << (2 * (i % 4)));
-        for (unsigned k = 0; k < len; k++)
-            *d++ = (unsigned char)(x >> (8 * k));
-    }
-    return (size_t)(d - out);
-}
-
 /* The block a compact entry stands for (its postings and max_tf set in
  * e), into e->sblk: byte for byte what idx_block_encode makes of the same
  * postings. */
@@ -1490,12 +1459,12 @@ static void small_block(idx_entry *e)
     bool positions = e->flags & IDX_E_POSITIONS;
     for (uint32_t i = 1; i < n; i++)
         v[i - 1] = e->sids[i] - e->sids[i - 1];
-    size_t idb = svb_small(v, n - 1, false, st);
+    size_t idb = idx_svb_encode(v, n - 1, st);
     for (uint32_t i = 0; i < n; i++)
         v[i] = e->stf[i] - 1;
-    size_t tfb = svb_small(v, n, true, st + idb);
-    size_t posb = positions ? svb_small(e->sgaps, e->snpos, false,
-                                        st + idb + tfb) : 0;
+    size_t tfb = idx_svb_encode_0124(v, n, st + idb);
+    size_t posb = positions ? idx_svb_encode(e->sgaps, e->snpos,
+                                             st + idb + tfb) : 0;
     unsigned char *p = e->sblk;
     size_t k = 0;
     p[k++] = IDX_VERSION;

@@ -316,6 +316,17 @@ size_t idx_svb_span(const unsigned char *ctrl, uint32_t from, uint32_t to);
 void idx_svb_decode_range(const unsigned char *ctrl,
                           const unsigned char *data, uint32_t *out,
                           uint32_t from, uint32_t to);
+/** Encode @p count values as a standard (1234) stream at @p out, as
+ *  libstreamvbyte's streamvbyte_encode() does (byte for byte); the delta
+ *  form encodes gaps from @p prev, the 0124 form term frequencies.  Each
+ *  returns the stream's bytes; @p out needs idx_svb_max_bytes(count). */
+size_t idx_svb_encode(const uint32_t *in, uint32_t count, unsigned char *out);
+size_t idx_svb_delta_encode(const uint32_t *in, uint32_t count,
+                            uint32_t prev, unsigned char *out);
+size_t idx_svb_encode_0124(const uint32_t *in, uint32_t count,
+                           unsigned char *out);
+/** The most bytes a stream of @p count values takes. */
+size_t idx_svb_max_bytes(uint32_t count);
 /** Size of a StreamVByte stream of @p count values from its control bytes,
  *  or SIZE_MAX if the control bytes are not all in @p avail. */
 size_t idx_svb_size(const unsigned char *in, size_t avail, uint32_t count,

@@ -37,6 +37,7 @@
 
 #include "idx_int.h"
 #include <streamvbyte.h>
+#include <streamvbytedelta.h>
 #include <string.h>
 #include "kvfts.h"
 
@@ -536,6 +537,53 @@ static void test_svb_decoder(void **state)
             memset(out, 0, sizeof out);
             idx__svb_decode_c(enc, out, n, true, 7);
             assert_memory_equal(out, sums, (size_t)n * 4);
+        }
+    }
+}
+
+/* Our StreamVByte encoders against the library's, byte for byte, on
+ * values of every byte width (zeros for the 0124 coding), every tail
+ * length and deltas that wrap around; none writes past
+ * idx_svb_max_bytes(). */
+static void test_svb_encoder(void **state)
+{
+    (void)state;
+    enum { MAX = 300, GUARD = 16 };
+    uint32_t in[MAX], sums[MAX];
+    unsigned char want[MAX * 5 + 64], got[MAX * 5 + 64];
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (uint32_t n = 0; n <= MAX; n += (n < 40 ? 1 : 29)) {
+        for (int round = 0; round < 4; round++) {
+            uint32_t acc = UINT32_MAX - 5;
+            for (uint32_t i = 0; i < n; i++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                unsigned width = (unsigned)(x >> 61);     /* 0..7 */
+                uint32_t v = (uint32_t)(x >> 8);
+                in[i] = width >= 4 ? v & 0xFFu                /* common */
+                        : width == 3 ? v
+                        : width == 0 && round % 2 ? 0
+                        : v & ((1u << (8 * (width + 1))) - 1);
+                sums[i] = acc += in[i];
+            }
+            size_t max = idx_svb_max_bytes(n);
+            for (int form = 0; form < 3; form++) {
+                memset(got, 0xA5, sizeof got);
+                memset(want, 0xA5, sizeof want);
+                size_t a = form == 0 ? idx_svb_encode(in, n, got)
+                         : form == 1 ? idx_svb_encode_0124(in, n, got)
+                         : idx_svb_delta_encode(sums, n, UINT32_MAX - 5, got);
+                size_t b = form == 0 ? streamvbyte_encode(in, n, want)
+                         : form == 1 ? streamvbyte_encode_0124(in, n, want)
+                         : streamvbyte_delta_encode(sums, n, want,
+                                                    UINT32_MAX - 5);
+                assert_int_equal(a, b);
+                assert_memory_equal(got, want, a);
+                assert_true(a <= max);
+                for (size_t k = max; k < max + GUARD; k++)
+                    assert_int_equal(got[k], 0xA5);
+            }
         }
     }
 }
@@ -2312,6 +2360,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_roundtrip),
         cmocka_unit_test(test_svb_decoder),
+        cmocka_unit_test(test_svb_encoder),
         cmocka_unit_test(test_block_corruption),
         cmocka_unit_test(test_block_phrase),
         cmocka_unit_test(test_entry_codec),
