@@ -140,6 +140,38 @@ static void test_json_errors(void **state)
     expect_bad_json("{/*c*/\"a\":1}", 12, -1, "invalid JSON");
 }
 
+/* A lone high surrogate escape is refused at its offset wherever it
+ * falls against the scan's 8-byte steps (and in the last bytes), with
+ * other escapes ("\n", "\\u" that is no escape) around it; a pair in the
+ * same place is accepted. */
+static void test_json_lone_surrogate(void **state)
+{
+    (void)state;
+    char in[96];
+    kv_buf out = KV_BUF_INIT;
+    for (int pad = 0; pad < 24; pad++) {
+        for (int pair = 0; pair < 4; pair++) {
+            int k = sprintf(in, "{\"a\":\"\\n%s%.*s",
+                            pair & 2 ? "\\\\u" : "", pad,
+                            "xxxxxxxxxxxxxxxxxxxxxxxxxx");
+            int at = k;
+            k += sprintf(in + k, pair & 1 ? "\\uD83D\\uDE00\"}"
+                                          : "\\ud800\"}");
+            kv_err err = KV_ERR_INIT;
+            int rc = kv_json_walk(in, (size_t)k, &out, NULL, NULL, &err);
+            if (pair & 1) {
+                assert_int_equal(rc, KVFTS_OK);
+            } else {
+                assert_int_equal(rc, KVFTS_EINVAL);
+                assert_int_equal(err.pos, at);
+                assert_non_null(strstr(err.msg, "half of a surrogate pair"));
+            }
+            kv_buf_reset(&out);
+        }
+    }
+    kv_buf_free(&out);
+}
+
 static char *nested(int depth)
 {
     /* {"a":[[[ ... ]]]} with depth levels in all */
@@ -2197,6 +2229,7 @@ int main(void)
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_json_compact_and_paths),
         cmocka_unit_test(test_json_errors),
+        cmocka_unit_test(test_json_lone_surrogate),
         cmocka_unit_test(test_json_depth_and_size),
         cmocka_unit_test(test_json_leaf_stops),
         cmocka_unit_test(test_keys),
