@@ -81,9 +81,11 @@ struct idx_shard {
     uint32_t *deleted;
     uint32_t ndeleted, delcap;
     uint64_t skipped;
-    /* the sorted order */
+    /* the sorted order, and each term's idx__prefix8() in it */
     uint32_t *order;
     uint32_t ocap;
+    uint64_t *opre;
+    uint32_t opcap;
 };
 
 /* ---- deletion lists ------------------------------------------------------ */
@@ -406,6 +408,7 @@ void idx_shard_free(idx_shard *s)
     kv_free(s->lens);
     kv_free(s->deleted);
     kv_free(s->order);
+    kv_free(s->opre);
     kv_free(s);
 }
 
@@ -735,7 +738,10 @@ void idx_shard_field_deltas(const idx_shard *s, const int64_t **ddocs,
 int idx_shard_sort(idx_shard *s, kv_err *err)
 {
     int rc = idx__grow(&s->order, &s->ocap, (uint64_t)s->terms.n + 1, 4, err);
-    return rc ? rc : idx__strtab_sorted(&s->terms, s->order, err);
+    if (!rc)
+        rc = idx__grow(&s->opre, &s->opcap, (uint64_t)s->terms.n + 1, 8,
+                       err);
+    return rc ? rc : idx__strtab_sorted(&s->terms, s->order, s->opre, err);
 }
 
 uint32_t idx_shard_nterms(const idx_shard *s)
@@ -746,6 +752,11 @@ uint32_t idx_shard_nterms(const idx_shard *s)
 const char *idx_shard_term(const idx_shard *s, uint32_t i, uint32_t *len)
 {
     return idx__strtab_str(&s->terms, s->order[i], len);
+}
+
+uint64_t idx_shard_term_prefix(const idx_shard *s, uint32_t i)
+{
+    return s->opre[i];
 }
 
 void idx_tl_scratch_free(idx_tl_scratch *sc)

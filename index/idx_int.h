@@ -596,10 +596,16 @@ void idx__strtab_prefetch_str(const strtab *t, uint32_t id);
 size_t idx__strtab_bytes(const strtab *t);
 /** Compare two byte strings (memcmp order, shorter first on a tie). */
 int idx__bytes_cmp(const char *a, size_t al, const char *b, size_t bl);
-/** Sort the ids [0, n) of @p t by their strings into @p order (allocated
- *  by the caller, n entries).  No comparator context: a radix-then-
- *  insertion sort on the strings (safe with any number of threads). */
-int idx__strtab_sorted(const strtab *t, uint32_t *order, kv_err *err);
+/** Sort the ids [0, n) of @p t by their strings (idx__bytes_cmp order)
+ *  into @p order (allocated by the caller, n entries), and when @p pre is
+ *  not NULL each one's idx__prefix8() into pre[i].  qsort(3) of (string,
+ *  prefix, id) records, no comparator context: safe with any number of
+ *  threads. */
+int idx__strtab_sorted(const strtab *t, uint32_t *order, uint64_t *pre,
+                       kv_err *err);
+/** A string's first eight bytes as a big-endian number, zeros past its
+ *  end: strings whose prefixes differ compare as their prefixes do. */
+uint64_t idx__prefix8(const char *s, uint32_t len);
 
 /* ------------------------------------------------------------------------ */
 /* The bulk buffer (idx_buffer.c): one shard per analysis thread             */
@@ -667,6 +673,8 @@ int idx_shard_sort(idx_shard *s, kv_err *err);
 uint32_t idx_shard_nterms(const idx_shard *s);
 /** Term number i of the sorted order. */
 const char *idx_shard_term(const idx_shard *s, uint32_t i, uint32_t *len);
+/** Its idx__prefix8(). */
+uint64_t idx_shard_term_prefix(const idx_shard *s, uint32_t i);
 /** Deletions of a term: ids ascending, each with its columns. */
 typedef struct idx_dels {
     uint32_t n, cap;

@@ -769,14 +769,18 @@ typedef struct kway {
     uint32_t n;
     uint32_t *cur, *end;
     const char **t;        /* shard s's current term (NULL: done) */
+    uint64_t *pre;         /* its idx__prefix8(), compared first */
     uint32_t *tl;
     bool *eq;              /* shard s has the current smallest */
 } kway;
 
 static void kway_load(kway *k, idx_shard *const *sh, uint32_t s)
 {
-    k->t[s] = k->cur[s] < k->end[s]
-            ? idx_shard_term(sh[s], k->cur[s], &k->tl[s]) : NULL;
+    k->t[s] = NULL;
+    if (k->cur[s] < k->end[s]) {
+        k->t[s] = idx_shard_term(sh[s], k->cur[s], &k->tl[s]);
+        k->pre[s] = idx_shard_term_prefix(sh[s], k->cur[s]);
+    }
 }
 
 /* Set up for range r; false: out of memory. */
@@ -785,11 +789,12 @@ static bool kway_open(kway *k, const flushp *f, const range *r)
     k->n = f->n;
     uint32_t m = f->n ? f->n : 1;
     k->cur = kv_calloc(m, 2 * sizeof *k->cur + sizeof *k->t +
-                          sizeof *k->tl + sizeof *k->eq);
+                          sizeof *k->pre + sizeof *k->tl + sizeof *k->eq);
     if (!k->cur)
         return false;
     k->end = k->cur + m;
-    k->t = (const char **)(void *)(k->end + m);
+    k->pre = (uint64_t *)(void *)(k->end + m);   /* 8m bytes in */
+    k->t = (const char **)(void *)(k->pre + m);
     k->tl = (uint32_t *)(void *)(k->t + m);
     k->eq = (bool *)(k->tl + m);
     for (uint32_t s = 0; s < f->n; s++) {
@@ -805,16 +810,20 @@ static const char *kway_min(kway *k, uint32_t *len)
 {
     const char *best = NULL;
     uint32_t bl = 0;
+    uint64_t bp = 0;
     for (uint32_t s = 0; s < k->n; s++) {
         k->eq[s] = false;
         if (!k->t[s])
             continue;
-        int c = best ? idx__bytes_cmp(k->t[s], k->tl[s], best, bl) : -1;
+        int c = !best ? -1
+              : k->pre[s] != bp ? (k->pre[s] < bp ? -1 : 1)
+              : idx__bytes_cmp(k->t[s], k->tl[s], best, bl);
         if (c < 0) {
             for (uint32_t j = 0; j < s; j++)
                 k->eq[j] = false;
             best = k->t[s];
             bl = k->tl[s];
+            bp = k->pre[s];
         }
         if (c <= 0)
             k->eq[s] = true;

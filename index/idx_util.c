@@ -263,9 +263,14 @@ int idx__bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
 }
 
 /* A string and its id, sorted without a comparator context: qsort(3) has
- * no context argument, and a global one would be shared by every thread. */
+ * no context argument, and a global one would be shared by every thread.
+ * pre is the string's first eight bytes as a big-endian number (zeros
+ * past its end): two strings whose prefixes differ compare as they do,
+ * so most comparisons of a buffer's terms never reach memcmp (they were
+ * 2% of a Linux docs load). */
 typedef struct keyref {
     const char *s;
+    uint64_t pre;
     uint32_t len;
     uint32_t id;
 } keyref;
@@ -273,10 +278,21 @@ typedef struct keyref {
 static int keyref_cmp(const void *a, const void *b)
 {
     const keyref *x = a, *y = b;
+    if (x->pre != y->pre)
+        return x->pre < y->pre ? -1 : 1;
     return idx__bytes_cmp(x->s, x->len, y->s, y->len);
 }
 
-int idx__strtab_sorted(const strtab *t, uint32_t *order, kv_err *err)
+uint64_t idx__prefix8(const char *s, uint32_t len)
+{
+    uint64_t v = 0;
+    for (uint32_t i = 0; i < 8; i++)
+        v = v << 8 | (i < len ? (unsigned char)s[i] : 0u);
+    return v;
+}
+
+int idx__strtab_sorted(const strtab *t, uint32_t *order, uint64_t *pre,
+                       kv_err *err)
 {
     if (t->n == 0)
         return KVFTS_OK;
@@ -287,11 +303,15 @@ int idx__strtab_sorted(const strtab *t, uint32_t *order, kv_err *err)
         uint32_t l;
         k[i].s = idx__strtab_str(t, i, &l);
         k[i].len = l;
+        k[i].pre = idx__prefix8(k[i].s, l);
         k[i].id = i;
     }
     qsort(k, t->n, sizeof *k, keyref_cmp);
-    for (uint32_t i = 0; i < t->n; i++)
+    for (uint32_t i = 0; i < t->n; i++) {
         order[i] = k[i].id;
+        if (pre)
+            pre[i] = k[i].pre;
+    }
     kv_free(k);
     return KVFTS_OK;
 }

@@ -588,6 +588,52 @@ static void test_svb_encoder(void **state)
     }
 }
 
+/* A string table's sorted order is idx__bytes_cmp's, strictly rising,
+ * for strings that share prefixes of eight bytes and more, hold zero and
+ * 0xFF bytes, and are prefixes of one another. */
+static void test_strtab_sorted(void **state)
+{
+    (void)state;
+    static const char alpha[] = { 0, 'a', 'b', (char)0xFF };
+    strtab t;
+    memset(&t, 0, sizeof t);
+    kv_err err = KV_ERR_INIT;
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (int i = 0; i < 3000; i++) {
+        char s[16];
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t n = (size_t)(x % 14);
+        for (size_t k = 0; k < n; k++)   /* long shared runs of 'a' */
+            s[k] = k < (x >> 8) % 11 ? 'a' : alpha[(x >> (16 + 2 * k)) & 3];
+        uint32_t id;
+        bool added;
+        assert_int_equal(idx__strtab_put(&t, s, n, &id, &added, &err), 0);
+    }
+    assert_true(t.n > 500);
+    uint32_t *order = calloc(t.n, sizeof *order);
+    uint64_t *pre = calloc(t.n, sizeof *pre);
+    bool *seen = calloc(t.n, sizeof *seen);
+    assert_int_equal(idx__strtab_sorted(&t, order, pre, &err), 0);
+    for (uint32_t i = 0; i < t.n; i++) {
+        assert_true(order[i] < t.n && !seen[order[i]]);
+        seen[order[i]] = true;
+        uint32_t la, lb;
+        const char *b = idx__strtab_str(&t, order[i], &lb);
+        assert_true(pre[i] == idx__prefix8(b, lb));
+        if (i == 0)
+            continue;
+        const char *a = idx__strtab_str(&t, order[i - 1], &la);
+        assert_true(idx__bytes_cmp(a, la, b, lb) < 0);
+        assert_true(pre[i - 1] <= pre[i]);
+    }
+    free(order);
+    free(pre);
+    free(seen);
+    idx__strtab_free(&t);
+}
+
 /* Decode in stages (stopping at the first failure) and at once: the same
  * outcome, and a block that decodes obeys every invariant. */
 static int decode_both(idx_block *staged, idx_block *whole, uint32_t first,
@@ -2361,6 +2407,7 @@ int main(void)
         cmocka_unit_test(test_block_roundtrip),
         cmocka_unit_test(test_svb_decoder),
         cmocka_unit_test(test_svb_encoder),
+        cmocka_unit_test(test_strtab_sorted),
         cmocka_unit_test(test_block_corruption),
         cmocka_unit_test(test_block_phrase),
         cmocka_unit_test(test_entry_codec),
