@@ -201,7 +201,7 @@ static int on_term(void *payload, const tok_term *t)
     uint32_t lf;
     int rc = KVFTS_OK;
     if (t->src_len && t->src_len == d->lastf_len &&
-        memcmp(t->src, d->lastf, t->src_len) == 0) {
+        idx__bytes_eq(t->src, d->lastf, t->src_len)) {
         lf = d->lastf_lf;
     } else {
         if (memchr(t->src, 0, t->src_len))

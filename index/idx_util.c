@@ -139,7 +139,7 @@ static uint32_t strtab_find(const strtab *t, const char *s, size_t n,
         if (SLOT_HASH(x) != h)
             continue;
         const struct strtab_ent *e = &t->ent[SLOT_ID(x)];
-        if (e->len == n && memcmp(t->arena.data + e->off, s, n) == 0)
+        if (e->len == n && idx__bytes_eq(t->arena.data + e->off, s, n))
             return i;
     }
 }

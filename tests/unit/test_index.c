@@ -588,9 +588,29 @@ static void test_svb_encoder(void **state)
     }
 }
 
-/* A string table's sorted order is idx__bytes_cmp's, strictly rising,
- * for strings that share prefixes of eight bytes and more, hold zero and
- * 0xFF bytes, and are prefixes of one another. */
+/* idx__bytes_eq tells a difference at every offset of strings of every
+ * length up to 40, across its eight-byte steps. */
+static void test_bytes_eq(void **state)
+{
+    (void)state;
+    char a[40], b[40];
+    for (size_t i = 0; i < sizeof a; i++)
+        a[i] = b[i] = (char)('a' + i % 26);
+    for (size_t n = 0; n <= sizeof a; n++) {
+        assert_true(idx__bytes_eq(a, b, n));
+        for (size_t at = 0; at < n; at++) {
+            b[at] ^= 0x40;
+            assert_false(idx__bytes_eq(a, b, n));
+            assert_false(idx__bytes_eq(b, a, n));
+            b[at] ^= 0x40;
+        }
+    }
+}
+
+/* A string table finds its strings again, and its sorted order is
+ * idx__bytes_cmp's, strictly rising, for strings that share prefixes of
+ * eight bytes and more, hold zero and 0xFF bytes, and are prefixes of one
+ * another. */
 static void test_strtab_sorted(void **state)
 {
     (void)state;
@@ -612,6 +632,22 @@ static void test_strtab_sorted(void **state)
         assert_int_equal(idx__strtab_put(&t, s, n, &id, &added, &err), 0);
     }
     assert_true(t.n > 500);
+    /* Each string is found again as itself; with its last byte changed,
+     * as another string or none. */
+    for (uint32_t i = 0; i < t.n; i++) {
+        uint32_t l, id;
+        bool added;
+        const char *str = idx__strtab_str(&t, i, &l);
+        char s[16];
+        memcpy(s, str, l);
+        assert_int_equal(idx__strtab_put(&t, s, l, &id, &added, &err), 0);
+        assert_false(added);
+        assert_int_equal(id, i);
+        if (l == 0)
+            continue;
+        s[l - 1] ^= 1;
+        assert_true(!idx__strtab_get(&t, s, l, &id) || id != i);
+    }
     uint32_t *order = calloc(t.n, sizeof *order);
     uint64_t *pre = calloc(t.n, sizeof *pre);
     bool *seen = calloc(t.n, sizeof *seen);
@@ -2407,6 +2443,7 @@ int main(void)
         cmocka_unit_test(test_block_roundtrip),
         cmocka_unit_test(test_svb_decoder),
         cmocka_unit_test(test_svb_encoder),
+        cmocka_unit_test(test_bytes_eq),
         cmocka_unit_test(test_strtab_sorted),
         cmocka_unit_test(test_block_corruption),
         cmocka_unit_test(test_block_phrase),
