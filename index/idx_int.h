@@ -567,6 +567,23 @@ static inline int idx__grow(void *pp, uint32_t *cap, uint64_t need,
 {
     return need <= *cap ? KVFTS_OK : idx__grow_to(pp, cap, need, elem, err);
 }
+/** A set of doc ids: a bit each, in pages of IDX_IDSET_PAGE_BITS ids
+ *  made as ids fall in them (a batch's ids are mostly a dense run of new
+ *  ones); zeroed is empty. */
+#define IDX_IDSET_PAGE_BITS 65536u
+typedef struct idx_idset {
+    uint64_t **page;       /* by id / IDX_IDSET_PAGE_BITS; NULL: empty */
+    uint32_t npages;       /* entries of page[] */
+    uint32_t made;         /* pages made */
+} idx_idset;
+/** Add @p id; *added tells whether it was new. */
+int idx__idset_add(idx_idset *s, uint32_t id, bool *added, kv_err *err);
+bool idx__idset_has(const idx_idset *s, uint32_t id);
+/** Empty it (its pages freed), and free it. */
+void idx__idset_reset(idx_idset *s);
+void idx__idset_free(idx_idset *s);
+/** Bytes it holds. */
+size_t idx__idset_bytes(const idx_idset *s);
 /** qsort order of uint32_t values. */
 int idx__u32_cmp(const void *a, const void *b);
 bool idx__strtab_has(const strtab *t, const char *s, size_t n);

@@ -111,7 +111,7 @@ struct idx_writer {
     bool failed;
     kv_err werr;           /* the first worker failure */
     /* documents with a change in the buffer */
-    strtab bdocs;
+    idx_idset bdocs;
     uint64_t ndocs;
     /* flush scratch */
     kv_buf key, val;
@@ -273,7 +273,7 @@ void idx_writer_free(idx_writer *w)
     for (unsigned i = 0; i < w->nspare; i++)
         job_free(w->spare[i]);
     idx_shard_free(w->local);
-    idx__strtab_free(&w->bdocs);
+    idx__idset_free(&w->bdocs);
     kv_buf_free(&w->key);
     kv_buf_free(&w->val);
     kv_free(w->config);
@@ -382,12 +382,8 @@ static int doc_write(idx_writer *w, uint32_t docid, const char *old_json,
                      size_t old_len, const char *new_json, size_t new_len,
                      const idx_docrec *dr, kv_err *err)
 {
-    unsigned char idb[4];
-    kv_put_be32(idb, docid);
-    uint32_t slot;
     bool added;
-    int rc = idx__strtab_put(&w->bdocs, (const char *)idb, 4, &slot, &added,
-                             err);
+    int rc = idx__idset_add(&w->bdocs, docid, &added, err);
     if (rc)
         return rc;
     w->ndocs++;
@@ -456,14 +452,12 @@ int idx_doc_write_rec(idx_writer *w, uint32_t docid, const char *old_json,
 
 bool idx_doc_buffered(const idx_writer *w, uint32_t docid)
 {
-    unsigned char idb[4];
-    kv_put_be32(idb, docid);
-    return idx__strtab_has(&w->bdocs, (const char *)idb, 4);
+    return idx__idset_has(&w->bdocs, docid);
 }
 
 size_t idx_buffered_bytes(const idx_writer *w)
 {
-    size_t n = idx__strtab_bytes(&w->bdocs);
+    size_t n = idx__idset_bytes(&w->bdocs);
     if (!w->nwk)
         return n + idx_shard_bytes(w->local);
     for (unsigned i = 0; i < w->nwk; i++)
@@ -489,7 +483,7 @@ static void buffer_reset(idx_writer *w)
         kv_buf_reset(&w->wk[i].recs);
         atomic_store(&w->wk[i].bytes, 0);
     }
-    idx__strtab_reset(&w->bdocs);
+    idx__idset_reset(&w->bdocs);
     w->ndocs = 0;
 }
 

@@ -588,6 +588,40 @@ static void test_svb_encoder(void **state)
     }
 }
 
+/* A doc id set holds what was added, across pages and at the ends of
+ * the id range, tells a repeat, and is empty after a reset. */
+static void test_idset(void **state)
+{
+    (void)state;
+    idx_idset s;
+    memset(&s, 0, sizeof s);
+    kv_err err = KV_ERR_INIT;
+    static const uint32_t ids[] = { 0, 1, 63, 64, 65535, 65536, 700001,
+                                    UINT32_MAX - 1, UINT32_MAX };
+    enum { N = sizeof ids / sizeof ids[0] };
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < N; i++) {
+            bool added;
+            assert_false(idx__idset_has(&s, ids[i]));
+            assert_int_equal(idx__idset_add(&s, ids[i], &added, &err), 0);
+            assert_true(added);
+            assert_int_equal(idx__idset_add(&s, ids[i], &added, &err), 0);
+            assert_false(added);
+            assert_true(idx__idset_has(&s, ids[i]));
+        }
+        for (uint32_t x = 2; x < 200000; x += 997)   /* neighbours: absent */
+            if (x != 63 && x != 64 && x != 65535 && x != 65536)
+                assert_false(idx__idset_has(&s, x));
+        assert_true(idx__idset_bytes(&s) >= 4 * (IDX_IDSET_PAGE_BITS / 8));
+        idx__idset_reset(&s);
+        for (size_t i = 0; i < N; i++)
+            assert_false(idx__idset_has(&s, ids[i]));
+        assert_int_equal(idx__idset_bytes(&s),        /* no page left */
+                         (size_t)s.npages * sizeof *s.page);
+    }
+    idx__idset_free(&s);
+}
+
 /* idx__bytes_eq tells a difference at every offset of strings of every
  * length up to 40, across its eight-byte steps. */
 static void test_bytes_eq(void **state)
@@ -2444,6 +2478,7 @@ int main(void)
         cmocka_unit_test(test_svb_decoder),
         cmocka_unit_test(test_svb_encoder),
         cmocka_unit_test(test_bytes_eq),
+        cmocka_unit_test(test_idset),
         cmocka_unit_test(test_strtab_sorted),
         cmocka_unit_test(test_block_corruption),
         cmocka_unit_test(test_block_phrase),
