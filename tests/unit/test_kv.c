@@ -461,6 +461,8 @@ static void test_records_and_cursors(void **state)
     assert_memory_equal(v.data, big, sizeof big);
     assert_int_equal(kv_get(t, KV_META, "zz", 2, &v, false, &err),
                      KVFTS_ENOTFOUND);
+    assert_string_equal(err.msg, "meta: not found");
+    assert_int_equal(err.code, KVFTS_ENOTFOUND);
     kv_cursor *c;
     assert_int_equal(kv_cursor_open(&c, t, KV_META, &err), 0);
     assert_int_equal(kv_cursor_seek(c, "a", 1, &err), 0);
