@@ -291,9 +291,11 @@ static int add_view(idx_dterms *d, const char *term, size_t tlen,
 
 /* Analyze json into d (reset first): terms, views sorted by column,
  * positions grouped per view (repeats of one position dropped), field
- * lengths.  json NULL: the version is absent. */
+ * lengths.  json NULL: the version is absent; leaves (its kept leaves)
+ * not NULL: read those, not the JSON. */
 static int dterms_build(idx_shard *s, idx_dterms *d, const char *json,
-                        size_t len, kv_err *err)
+                        size_t len, const char *leaves, size_t leaves_len,
+                        kv_err *err)
 {
     idx__strtab_reset(&d->terms);
     d->nview = d->nocc = 0;
@@ -305,7 +307,9 @@ static int dterms_build(idx_shard *s, idx_dterms *d, const char *json,
         return KVFTS_OK;
     d->err = err;
     d->shard = s;
-    int rc = tok_analysis_run_doc(s->a, json, len, on_term, d, err);
+    int rc = leaves ? tok_analysis_run_leaves(s->a, leaves, leaves_len,
+                                              on_term, d, err)
+                    : tok_analysis_run_doc(s->a, json, len, on_term, d, err);
     if (rc)
         return rc;
     /* Group positions by view (counting sort: emission order within a
@@ -661,9 +665,9 @@ static void ahead_step(const idx_shard *s, const strtab *t, int64_t e,
 
 int idx_shard_doc(idx_shard *s, uint32_t docid, const char *old_json,
                   size_t old_len, const char *new_json, size_t new_len,
-                  kv_err *err)
+                  const char *leaves, size_t leaves_len, kv_err *err)
 {
-    int rc = dterms_build(s, &s->oldv, old_json, old_len, err);
+    int rc = dterms_build(s, &s->oldv, old_json, old_len, NULL, 0, err);
     if (rc == KVFTS_EINVAL) {
         kv_err_prefix(err, "stored version no longer analyzes");
         err->code = rc = KVFTS_ECORRUPT;
@@ -672,7 +676,8 @@ int idx_shard_doc(idx_shard *s, uint32_t docid, const char *old_json,
         return rc;
     tok_stats before, after;
     tok_analysis_stats(s->a, &before);
-    rc = dterms_build(s, &s->newv, new_json, new_len, err);
+    rc = dterms_build(s, &s->newv, new_json, new_len, leaves, leaves_len,
+                      err);
     tok_analysis_stats(s->a, &after);
     if (rc)
         return rc;

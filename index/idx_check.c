@@ -42,7 +42,7 @@ static int feed_doc(void *payload, const char *k, size_t kl, const kv_doc *d,
 {
     feed *f = payload;
     int rc = idx_doc_write(f->w, d->docid, NULL, 0, d->json, d->json_len,
-                           err);
+                           NULL, 0, err);
     if (rc == KVFTS_EINVAL) {
         kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
         err->code = rc = KVFTS_ECORRUPT;   /* it was accepted once */
@@ -130,7 +130,7 @@ static int analyze_doc(void *payload, const char *k, size_t kl,
 {
     checker *ck = payload;
     int rc = idx_shard_doc(ck->sh, d->docid, NULL, 0, d->json, d->json_len,
-                           err);
+                           NULL, 0, err);
     if (rc == KVFTS_EINVAL) {
         kv_err_prefix(err, "doc '%.*s'", (int)kl, k);
         err->code = rc = KVFTS_ECORRUPT;

@@ -687,7 +687,7 @@ void idx_shard_free(idx_shard *s);
  *  analyze; ECORRUPT: the old one does not. */
 int idx_shard_doc(idx_shard *s, uint32_t docid, const char *old_json,
                   size_t old_len, const char *new_json, size_t new_len,
-                  kv_err *err);
+                  const char *leaves, size_t leaves_len, kv_err *err);
 size_t idx_shard_bytes(const idx_shard *s);
 void idx_shard_reset(idx_shard *s);
 uint64_t idx_shard_docs(const idx_shard *s);

@@ -53,6 +53,7 @@ typedef struct gdoc {
     uint32_t docid;
     size_t old_off, old_len;   /* in the job's data; SIZE_MAX: none */
     size_t new_off, new_len;
+    size_t leaves_off, leaves_len;  /* the new version's kept leaves */
     /* the document record to encode, when rec */
     bool rec;
     size_t key_off, key_len;
@@ -166,7 +167,10 @@ static void *worker_main(void *arg)
                                g->old_len,
                                g->new_off == SIZE_MAX ? NULL
                                                       : d + g->new_off,
-                               g->new_len, &err);
+                               g->new_len,
+                               g->leaves_off == SIZE_MAX ? NULL
+                                                         : d + g->leaves_off,
+                               g->leaves_len, &err);
             if (!rc && g->rec)
                 rc = encode_rec(me, g, d, &err);
         }
@@ -380,8 +384,11 @@ static bool spawn_job(void *ctx, void (*fn)(void *), void *arg)
 
 static int doc_write(idx_writer *w, uint32_t docid, const char *old_json,
                      size_t old_len, const char *new_json, size_t new_len,
+                     const char *leaves, size_t leaves_len,
                      const idx_docrec *dr, kv_err *err)
 {
+    if (!new_json)
+        leaves = NULL;
     bool added;
     int rc = idx__idset_add(&w->bdocs, docid, &added, err);
     if (rc)
@@ -389,7 +396,7 @@ static int doc_write(idx_writer *w, uint32_t docid, const char *old_json,
     w->ndocs++;
     if (!w->nwk)
         return idx_shard_doc(w->local, docid, old_json, old_len, new_json,
-                             new_len, err);
+                             new_len, leaves, leaves_len, err);
     if ((rc = worker_failure(w, err)))
         return rc;
     if (!w->group && !(w->group = job_get(w)))
@@ -397,9 +404,10 @@ static int doc_write(idx_writer *w, uint32_t docid, const char *old_json,
     job *j = w->group;
     gdoc *g = &j->doc[j->n];
     g->docid = docid;
-    g->old_off = g->new_off = SIZE_MAX;
+    g->old_off = g->new_off = g->leaves_off = SIZE_MAX;
     g->old_len = old_len;
     g->new_len = new_len;
+    g->leaves_len = leaves_len;
     if (old_json) {
         g->old_off = j->data.len;
         if ((rc = kv_buf_append(&j->data, old_json, old_len, err)) ||
@@ -410,6 +418,11 @@ static int doc_write(idx_writer *w, uint32_t docid, const char *old_json,
         g->new_off = j->data.len;
         if ((rc = kv_buf_append(&j->data, new_json, new_len, err)) ||
             (rc = kv_buf_append(&j->data, "", 1, err)))
+            return rc;
+    }
+    if (leaves) {
+        g->leaves_off = j->data.len;
+        if ((rc = kv_buf_append(&j->data, leaves, leaves_len, err)))
             return rc;
     }
     g->rec = dr && new_json;
@@ -428,10 +441,10 @@ static int doc_write(idx_writer *w, uint32_t docid, const char *old_json,
 
 int idx_doc_write(idx_writer *w, uint32_t docid, const char *old_json,
                   size_t old_len, const char *new_json, size_t new_len,
-                  kv_err *err)
+                  const char *leaves, size_t leaves_len, kv_err *err)
 {
-    return doc_write(w, docid, old_json, old_len, new_json, new_len, NULL,
-                     err);
+    return doc_write(w, docid, old_json, old_len, new_json, new_len, leaves,
+                     leaves_len, NULL, err);
 }
 
 bool idx_writer_defers_records(const idx_writer *w)
@@ -441,13 +454,14 @@ bool idx_writer_defers_records(const idx_writer *w)
 
 int idx_doc_write_rec(idx_writer *w, uint32_t docid, const char *old_json,
                       size_t old_len, const char *new_json, size_t new_len,
+                      const char *leaves, size_t leaves_len,
                       const idx_docrec *dr, kv_err *err)
 {
     if (!w->nwk)
         return kv_seterr(err, KVFTS_ERROR, "document records are deferred "
                          "only to analysis threads");
-    return doc_write(w, docid, old_json, old_len, new_json, new_len, dr,
-                     err);
+    return doc_write(w, docid, old_json, old_len, new_json, new_len, leaves,
+                     leaves_len, dr, err);
 }
 
 bool idx_doc_buffered(const idx_writer *w, uint32_t docid)

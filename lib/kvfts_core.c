@@ -59,6 +59,7 @@ void kvfts_free(void *p)
 void api_begin(kvfts_db *db)
 {
     kv_err_clear(&db->err);
+    db->leaves_of = NULL;
 }
 
 const char *kvfts_warning(const kvfts_db *db)

@@ -49,6 +49,7 @@ void kvfts_close(kvfts_db *db)
     kv_config_clear(&db->cfg);
     kv_buf_free(&db->cfg_json);
     kv_buf_free(&db->old_rec);
+    kv_buf_free(&db->leaves);
     kv_buf_free(&db->doc_rec);
     kv_lookup_vals_free(&db->old_lv);
     kv_lookup_vals_free(&db->new_lv);

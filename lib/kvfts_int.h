@@ -23,6 +23,10 @@ struct kvfts_db {
     size_t batch_mem;        /* its memory bound */
     unsigned batch_workers;  /* its analysis threads */
     kv_buf old_rec;          /* scratch: old document record */
+    kv_buf leaves;           /* the leaves of the JSON last checked ... */
+    const char *leaves_of;   /* ... in its compact form here (NULL: none;
+                                every public call clears it) */
+    size_t leaves_of_len;
     kv_buf doc_rec;          /* scratch: a search's document records */
     kv_lookup_vals old_lv;   /* scratch: lookup values of the old version */
     kv_lookup_vals new_lv;   /* scratch: lookup values of the new version */

@@ -644,6 +644,16 @@ int tok_analysis_run_doc(tok_analysis *a, const char *json, size_t len,
     return kv_json_walk(json, len, NULL, doc_leaf, &c, c.err);
 }
 
+int tok_analysis_run_leaves(tok_analysis *a, const char *leaves, size_t len,
+                            tok_term_fn emit, void *payload, kv_err *err)
+{
+    kv_err local = KV_ERR_INIT;
+    doc_ctx c = { .a = a, .emit = emit, .payload = payload,
+                  .err = err ? err : &local };
+    new_doc(a);
+    return kv_leaves_walk(leaves, len, doc_leaf, &c, c.err);
+}
+
 int tok_analysis_run_value(tok_analysis *a, const char *field,
                            size_t field_len, const char *text, size_t len,
                            tok_term_fn emit, void *payload, kv_err *err)

@@ -80,10 +80,13 @@ int idx_writer_workers(idx_writer *w, unsigned n, kv_err *err);
  *  KVFTS_ECORRUPT) are returned by the next idx_doc_write() or idx_flush().
  *  The new version must have passed tok_check_field() for every path, so
  *  that analysis does not refuse it.  A document whose change is buffered
- *  must not be changed again before a flush (idx_doc_buffered()). */
+ *  must not be changed again before a flush (idx_doc_buffered()).
+ *  @p leaves: the new version's leaves as the writer's check of its JSON
+ *  kept them (kv_leaves_add(), nulls aside; copied), which analysis then
+ *  reads instead of parsing the JSON again; NULL: none kept. */
 int idx_doc_write(idx_writer *w, uint32_t docid, const char *old_json,
                   size_t old_len, const char *new_json, size_t new_len,
-                  kv_err *err);
+                  const char *leaves, size_t leaves_len, kv_err *err);
 /** A document record for the writer's threads to encode (kv_doc_encode())
  *  and the flush to store, so that compression leaves the caller's thread.
  *  @p key is copied. */
@@ -100,6 +103,7 @@ bool idx_writer_defers_records(const idx_writer *w);
  *  idx_doc_buffered() before reading the document). */
 int idx_doc_write_rec(idx_writer *w, uint32_t docid, const char *old_json,
                       size_t old_len, const char *new_json, size_t new_len,
+                      const char *leaves, size_t leaves_len,
                       const idx_docrec *dr, kv_err *err);
 /** True if a change of @p docid is in the buffer. */
 bool idx_doc_buffered(const idx_writer *w, uint32_t docid);

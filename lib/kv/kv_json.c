@@ -411,3 +411,60 @@ int kv_json_walk(const char *json, size_t len, kv_buf *compact,
     }
     return rc;
 }
+
+/* ---- leaves kept -----------------------------------------------------------
+ *
+ * leaf = u32 path length | u32 value length | u32 pos | u8 type |
+ *        path | NUL | value | NUL            (u32s in this host's order)
+ */
+
+#define LEAF_HEAD 13
+
+int kv_leaves_add(kv_buf *out, const char *path, size_t path_len,
+                  kv_json_type type, const char *value, size_t value_len,
+                  size_t pos, kv_err *err)
+{
+    if (path_len > UINT32_MAX || value_len > UINT32_MAX || pos > UINT32_MAX)
+        return kv_seterr(err, KVFTS_EINVAL, "JSON leaf too large to keep");
+    int rc = kv_buf_reserve(out, out->len + LEAF_HEAD + path_len +
+                                 value_len + 2, err);
+    if (rc)
+        return rc;
+    char *p = out->data + out->len;
+    uint32_t h[3] = { (uint32_t)path_len, (uint32_t)value_len,
+                      (uint32_t)pos };
+    memcpy(p, h, 12);
+    p[12] = (char)type;
+    memcpy(p + LEAF_HEAD, path, path_len);
+    p[LEAF_HEAD + path_len] = '\0';
+    memcpy(p + LEAF_HEAD + path_len + 1, value, value_len);
+    p[LEAF_HEAD + path_len + 1 + value_len] = '\0';
+    out->len += LEAF_HEAD + path_len + value_len + 2;
+    out->data[out->len] = '\0';
+    return KVFTS_OK;
+}
+
+int kv_leaves_walk(const char *buf, size_t len, kv_json_leaf_fn leaf,
+                   void *payload, kv_err *err)
+{
+    size_t at = 0;
+    while (at < len) {
+        uint32_t h[3];
+        if (len - at < LEAF_HEAD)
+            break;
+        memcpy(h, buf + at, 12);
+        kv_json_type type = (kv_json_type)(unsigned char)buf[at + 12];
+        size_t need = LEAF_HEAD + (size_t)h[0] + h[1] + 2;
+        if (need > len - at || type < KV_JSON_STRING || type > KV_JSON_NULL)
+            break;
+        const char *path = buf + at + LEAF_HEAD;
+        int rc = leaf(payload, path, h[0], type, path + h[0] + 1, h[1], h[2]);
+        if (rc)
+            return rc;
+        at += need;
+    }
+    if (at != len)
+        return kv_seterr(err, KVFTS_ECORRUPT, "kept JSON leaves damaged at "
+                         "byte %zu of %zu", at, len);
+    return KVFTS_OK;
+}

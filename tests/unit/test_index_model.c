@@ -289,6 +289,17 @@ static void jput(char *buf, size_t cap, size_t *k, bool *first,
 }
 
 /* Compact JSON, as the library stores it. */
+/* kv_json_walk leaf callback: keep each non-null leaf (as the writer's
+ * path check does) for idx_doc_write's leaves. */
+static int keep_leaf(void *payload, const char *path, size_t plen,
+                     kv_json_type type, const char *v, size_t vlen,
+                     size_t pos)
+{
+    if (type == KV_JSON_NULL)
+        return KVFTS_OK;
+    return kv_leaves_add(payload, path, plen, type, v, vlen, pos, NULL);
+}
+
 static char *render(const model *m, const dparts *p)
 {
     char buf[2048];
@@ -1333,7 +1344,7 @@ static void m_write(model *m, uint32_t slot, const dparts *parts)
     if (!parts) {
         assert_true(exists);
         rc = idx_doc_write(m->w, old.docid, old.json, old.json_len, NULL, 0,
-                           &err);
+                           NULL, 0, &err);
         if (!rc)
             rc = kv_doc_del(m->txn, key, kl, old.docid, &err);
         if (rc)
@@ -1355,10 +1366,18 @@ static void m_write(model *m, uint32_t slot, const dparts *parts)
         rc = kv_seq_next(m->txn, "docid", &id, &err);
         nd.docid = (uint32_t)id;
     }
+    /* Every other new version is analyzed from the leaves a writer's
+     * check of its JSON keeps (kvfts_write.c), the others from the JSON:
+     * the model and the rebuild must agree either way. */
+    kv_buf lv = KV_BUF_INIT;
+    bool leaves = nd.cas % 2 == 0;
+    if (!rc && leaves)
+        rc = kv_json_walk(json, nd.json_len, NULL, keep_leaf, &lv, &err);
     if (!rc)
         rc = idx_doc_write(m->w, nd.docid, exists ? old.json : NULL,
                            exists ? old.json_len : 0, json, nd.json_len,
-                           &err);
+                           leaves ? lv.data : NULL, lv.len, &err);
+    kv_buf_free(&lv);
     if (!rc)
         rc = kv_doc_put(m->txn, key, kl, &nd, !exists, &err);
     if (rc)
@@ -1768,7 +1787,7 @@ static void write_json(model *m, uint32_t slot, const char *json)
     if (!rc)
         rc = idx_doc_write(m->w, nd.docid, exists ? old.json : NULL,
                            exists ? old.json_len : 0, json, nd.json_len,
-                           &err);
+                           NULL, 0, &err);
     if (!rc)
         rc = json ? kv_doc_put(m->txn, key, strlen(key), &nd, !exists, &err)
                   : kv_doc_del(m->txn, key, strlen(key), old.docid, &err);

@@ -74,6 +74,57 @@ static int record_leaf(void *payload, const char *path, size_t path_len,
                           path, (int)type, (int)value_len, value);
 }
 
+/* kv_json_walk leaf callback: keep every leaf (kv_leaves_add). */
+static int keep_leaf(void *payload, const char *path, size_t path_len,
+                     kv_json_type type, const char *value, size_t value_len,
+                     size_t pos)
+{
+    return kv_leaves_add(payload, path, path_len, type, value, value_len,
+                         pos, NULL);
+}
+
+/* Kept leaves walk as the JSON did: the same paths, types, values (NUL,
+ * escapes, empty ones), in order; a cut
+ * or damaged buffer is KVFTS_ECORRUPT; a callback's status stops it. */
+static void test_json_leaves_kept(void **state)
+{
+    (void)state;
+    const char *in = "{\"a\":{\"b\":[1,\"x\\u0000y\",{\"c\":true}],"
+                     "\"d\":null},\"e\":\"\",\"\":-2.5,\"s\":\"q\\\"\"}";
+    kv_err err = KV_ERR_INIT;
+    leaves direct = { KV_BUF_INIT, 0, 0 }, again = { KV_BUF_INIT, 0, 0 };
+    kv_buf kept = KV_BUF_INIT;
+    assert_int_equal(kv_json_walk(in, strlen(in), NULL, record_leaf, &direct,
+                                  &err), 0);
+    assert_int_equal(kv_json_walk(in, strlen(in), NULL, keep_leaf, &kept,
+                                  &err), 0);
+    assert_int_equal(kv_leaves_walk(kept.data, kept.len, record_leaf, &again,
+                                    &err), 0);
+    assert_int_equal(again.seen, direct.seen);
+    assert_int_equal(again.text.len, direct.text.len);
+    assert_memory_equal(again.text.data, direct.text.data, direct.text.len);
+    /* Every cut short of the end is damage, found before a leaf past it. */
+    for (size_t cut = 1; cut < kept.len; cut++) {
+        leaves l = { KV_BUF_INIT, 0, 0 };
+        int rc = kv_leaves_walk(kept.data, cut, record_leaf, &l, &err);
+        assert_true(rc == KVFTS_ECORRUPT || rc == KVFTS_OK);
+        if (rc == KVFTS_OK)            /* only at a leaf's end */
+            assert_true(l.seen < direct.seen);
+        kv_buf_free(&l.text);
+    }
+    kept.data[12] = 9;                 /* the first leaf's type */
+    assert_int_equal(kv_leaves_walk(kept.data, kept.len, record_leaf, &again,
+                                    &err), KVFTS_ECORRUPT);
+    leaves stop = { KV_BUF_INIT, 2, 0 };
+    kept.data[12] = KV_JSON_NUMBER;
+    assert_int_equal(kv_leaves_walk(kept.data, kept.len, record_leaf, &stop,
+                                    &err), KVFTS_ENOTFOUND);
+    kv_buf_free(&direct.text);
+    kv_buf_free(&again.text);
+    kv_buf_free(&stop.text);
+    kv_buf_free(&kept);
+}
+
 static void test_json_compact_and_paths(void **state)
 {
     (void)state;
@@ -2232,6 +2283,7 @@ int main(void)
         cmocka_unit_test(test_json_compact_and_paths),
         cmocka_unit_test(test_json_errors),
         cmocka_unit_test(test_json_lone_surrogate),
+        cmocka_unit_test(test_json_leaves_kept),
         cmocka_unit_test(test_json_depth_and_size),
         cmocka_unit_test(test_json_leaf_stops),
         cmocka_unit_test(test_keys),

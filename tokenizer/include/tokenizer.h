@@ -242,6 +242,11 @@ void tok_analysis_free(tok_analysis *a);   /* NULL: no-op */
  *          what @p emit returned. */
 int tok_analysis_run_doc(tok_analysis *a, const char *json, size_t len,
                          tok_term_fn emit, void *payload, kv_err *err);
+/** The same for a document whose leaves a writer kept as it checked the
+ *  JSON (kv_leaves_add() of each leaf kv_json_walk() reported, nulls
+ *  aside): the same terms, without parsing the JSON again. */
+int tok_analysis_run_leaves(tok_analysis *a, const char *leaves, size_t len,
+                            tok_term_fn emit, void *payload, kv_err *err);
 
 /** The check run_doc() makes of each field path, for a writer that checks a
  *  document before it is analyzed (maybe later, in another thread): a field

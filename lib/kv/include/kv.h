@@ -174,6 +174,18 @@ typedef int (*kv_json_leaf_fn)(void *payload, const char *path, size_t path_len,
 int kv_json_walk(const char *json, size_t len, kv_buf *compact,
                  kv_json_leaf_fn leaf, void *payload, kv_err *err);
 
+/** A document's leaves as a kv_json_walk() reported them, kept in a buffer
+ *  so that a second reader (the analysis, in another thread) takes them
+ *  without parsing the JSON again: append one leaf to @p out. */
+int kv_leaves_add(kv_buf *out, const char *path, size_t path_len,
+                  kv_json_type type, const char *value, size_t value_len,
+                  size_t pos, kv_err *err);
+/** Call @p leaf for each leaf of @p buf (kv_leaves_add()'s), in order, as
+ *  kv_json_walk() did (path and value NUL-terminated).  @return KVFTS_OK,
+ *  what @p leaf returned, or KVFTS_ECORRUPT for a damaged buffer. */
+int kv_leaves_walk(const char *buf, size_t len, kv_json_leaf_fn leaf,
+                   void *payload, kv_err *err);
+
 /* ------------------------------------------------------------------------ */
 /* Storage (kv_store.c): one Berkeley DB transactional environment.          */
 
