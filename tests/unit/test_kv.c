@@ -372,6 +372,44 @@ static void test_buffers_and_errors(void **state)
             assert_int_equal(b.len, w);
             assert_memory_equal(b.data, want, w);
         }
+    /* Random runs of escapes and plain bytes (several in one 8-byte word,
+     * next to bytes >= 0x80) against a byte-at-a-time reference. */
+    static const char alpha[] = "a\"\\\n\x01\x1f\x7f\xc3\xa9 \b\t";
+    uint64_t x = 0x853c49e6748fea9bull;
+    for (int round = 0; round < 3000; round++) {
+        char in[48], want[48 * 6 + 2];
+        size_t n = (size_t)(round % 48), w = 0;
+        want[w++] = '"';
+        for (size_t k = 0; k < n; k++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            unsigned char c = (unsigned char)(x % 4 ? 'a'
+                                              : alpha[(x >> 8) % 12]);
+            in[k] = (char)c;
+            if (c == '"' || c == '\\') {
+                want[w++] = '\\';
+                want[w++] = (char)c;
+            } else if (c < 0x20) {
+                const char *e = c == '\n' ? "\\n" : c == '\b' ? "\\b"
+                              : c == '\t' ? "\\t" : NULL;
+                char u[8];
+                if (!e) {
+                    snprintf(u, sizeof u, "\\u%04x", c);
+                    e = u;
+                }
+                memcpy(want + w, e, strlen(e));
+                w += strlen(e);
+            } else {
+                want[w++] = (char)c;
+            }
+        }
+        want[w++] = '"';
+        kv_buf_reset(&b);
+        assert_int_equal(kv_buf_append_json_str(&b, in, n, &err), 0);
+        assert_int_equal(b.len, w);
+        assert_memory_equal(b.data, want, w);
+    }
     kv_buf_reset(&b);
     assert_int_equal(b.len, 0);
     for (int i = 0; i < 10000; i++)
