@@ -634,24 +634,28 @@ static void new_doc(tok_analysis *a)
     }
 }
 
-int tok_analysis_run_doc(tok_analysis *a, const char *json, size_t len,
-                         tok_term_fn emit, void *payload, kv_err *err)
+/* A document's leaves to doc_leaf: parsed from its JSON, or as kept. */
+static int run_doc(tok_analysis *a, const char *buf, size_t len, bool kept,
+                   tok_term_fn emit, void *payload, kv_err *err)
 {
     kv_err local = KV_ERR_INIT;
     doc_ctx c = { .a = a, .emit = emit, .payload = payload,
                   .err = err ? err : &local };
     new_doc(a);
-    return kv_json_walk(json, len, NULL, doc_leaf, &c, c.err);
+    return kept ? kv_leaves_walk(buf, len, doc_leaf, &c, c.err)
+                : kv_json_walk(buf, len, NULL, doc_leaf, &c, c.err);
+}
+
+int tok_analysis_run_doc(tok_analysis *a, const char *json, size_t len,
+                         tok_term_fn emit, void *payload, kv_err *err)
+{
+    return run_doc(a, json, len, false, emit, payload, err);
 }
 
 int tok_analysis_run_leaves(tok_analysis *a, const char *leaves, size_t len,
                             tok_term_fn emit, void *payload, kv_err *err)
 {
-    kv_err local = KV_ERR_INIT;
-    doc_ctx c = { .a = a, .emit = emit, .payload = payload,
-                  .err = err ? err : &local };
-    new_doc(a);
-    return kv_leaves_walk(leaves, len, doc_leaf, &c, c.err);
+    return run_doc(a, leaves, len, true, emit, payload, err);
 }
 
 int tok_analysis_run_value(tok_analysis *a, const char *field,

@@ -426,8 +426,7 @@ int kv_leaves_add(kv_buf *out, const char *path, size_t path_len,
 {
     if (path_len > UINT32_MAX || value_len > UINT32_MAX || pos > UINT32_MAX)
         return kv_seterr(err, KVFTS_EINVAL, "JSON leaf too large to keep");
-    int rc = kv_buf_reserve(out, out->len + LEAF_HEAD + path_len +
-                                 value_len + 2, err);
+    int rc = kv_buf_reserve(out, LEAF_HEAD + path_len + value_len + 2, err);
     if (rc)
         return rc;
     char *p = out->data + out->len;
