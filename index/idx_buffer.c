@@ -764,6 +764,16 @@ uint64_t idx_shard_term_prefix(const idx_shard *s, uint32_t i)
     return s->opre[i];
 }
 
+#define TL_AHEAD 8
+
+void idx_shard_term_prefetch(const idx_shard *s, uint32_t i)
+{
+    if (i + 2 * TL_AHEAD < s->terms.n)
+        __builtin_prefetch(&s->tb[s->order[i + 2 * TL_AHEAD]]);
+    if (i + TL_AHEAD < s->terms.n)
+        __builtin_prefetch(s->arena.data + s->tb[s->order[i + TL_AHEAD]].head);
+}
+
 void idx_tl_scratch_free(idx_tl_scratch *sc)
 {
     kv_buf_free(&sc->bytes);

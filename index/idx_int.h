@@ -709,6 +709,10 @@ uint32_t idx_shard_nterms(const idx_shard *s);
 const char *idx_shard_term(const idx_shard *s, uint32_t i, uint32_t *len);
 /** Its idx__prefix8(). */
 uint64_t idx_shard_term_prefix(const idx_shard *s, uint32_t i);
+/** Hints, as term @p i of the sorted order is read: fetch the buffer
+ *  entries of the terms a few ahead, and the first records of those
+ *  nearer (each a cache miss: the order visits them at random). */
+void idx_shard_term_prefetch(const idx_shard *s, uint32_t i);
 /** Deletions of a term: ids ascending, each with its columns. */
 typedef struct idx_dels {
     uint32_t n, cap;

@@ -894,6 +894,7 @@ static int range_write(flushp *f, range *r, kv_txn *txn, kv_err *err)
         for (uint32_t s = 0; !rc && s < f->n; s++) {
             if (!k.eq[s])
                 continue;
+            idx_shard_term_prefetch(f->shards[s], k.cur[s]);
             rc = idx_shard_term_lists(f->shards[s], k.cur[s], &sc, &t.adds,
                                       &t.dels, err);
             if (!rc && t.adds.n)
