@@ -768,10 +768,16 @@ uint64_t idx_shard_term_prefix(const idx_shard *s, uint32_t i)
 
 void idx_shard_term_prefetch(const idx_shard *s, uint32_t i)
 {
-    if (i + 2 * TL_AHEAD < s->terms.n)
-        __builtin_prefetch(&s->tb[s->order[i + 2 * TL_AHEAD]]);
-    if (i + TL_AHEAD < s->terms.n)
-        __builtin_prefetch(s->arena.data + s->tb[s->order[i + TL_AHEAD]].head);
+    if (i + 2 * TL_AHEAD < s->terms.n) {
+        uint32_t id = s->order[i + 2 * TL_AHEAD];
+        __builtin_prefetch(&s->tb[id]);
+        __builtin_prefetch(&s->terms.ent[id]);
+    }
+    if (i + TL_AHEAD < s->terms.n) {
+        uint32_t id = s->order[i + TL_AHEAD];
+        __builtin_prefetch(s->arena.data + s->tb[id].head);
+        idx__strtab_prefetch_str(&s->terms, id);
+    }
 }
 
 void idx_tl_scratch_free(idx_tl_scratch *sc)

@@ -710,8 +710,9 @@ const char *idx_shard_term(const idx_shard *s, uint32_t i, uint32_t *len);
 /** Its idx__prefix8(). */
 uint64_t idx_shard_term_prefix(const idx_shard *s, uint32_t i);
 /** Hints, as term @p i of the sorted order is read: fetch the buffer
- *  entries of the terms a few ahead, and the first records of those
- *  nearer (each a cache miss: the order visits them at random). */
+ *  and string table entries of the terms a few ahead, and the first
+ *  records and the strings of those nearer (each a cache miss: the order
+ *  visits them at random). */
 void idx_shard_term_prefetch(const idx_shard *s, uint32_t i);
 /** Deletions of a term: ids ascending, each with its columns. */
 typedef struct idx_dels {
