@@ -7,7 +7,9 @@
  * everything before it writes anything:
  *   1. outside the transaction: validate and compact the JSON, check its
  *      field paths as the analysis will (so that analysis, maybe later in
- *      another thread, cannot refuse it), check the key's form;
+ *      another thread, cannot refuse it) and keep its leaves for that
+ *      analysis (db->leaves: it need not parse the JSON again), check the
+ *      key's form;
  *   2. in the transaction, with the config the transaction reads: the key
  *      against the reserved prefixes and declared lookups; the old version
  *      (read with a write lock) against add/replace/CAS; for a new
