@@ -488,12 +488,29 @@ static uint32_t table_index(const termw *t, uint32_t col)
     return lo;
 }
 
-/* Merge list src (its columns through colmap) into t->merged by id. */
-static int merge_adds(termw *t, const idx_plist *src, const uint32_t *colmap,
-                      kv_err *err)
+static void plist_swap(idx_plist *a, idx_plist *b)
 {
-    /* All after what is merged (a rare term's few documents): appended
-     * in place, the merged ones not copied again. */
+    idx_plist x = *a;
+    *a = *b;
+    *b = x;
+}
+
+/* Merge a shard's postings of the term, t->adds (its columns through
+ * colmap), into t->merged by id.  The first shard's (nothing merged yet)
+ * become the merged list, columns mapped in place, and a shard's that
+ * all come after the merged ones (a rare term's few documents) are
+ * appended: most terms are in one shard only, and copying their lists
+ * whole was 3.6% of the catalog's load. */
+static int merge_adds(termw *t, const uint32_t *colmap, kv_err *err)
+{
+    idx_plist *src = &t->adds;
+    if (t->merged.n == 0 && t->merged.positions == src->positions) {
+        if (colmap)
+            for (uint32_t v = 0; v < src->nv; v++)
+                src->vcol[v] = colmap[src->vcol[v]];
+        plist_swap(&t->merged, src);
+        return KVFTS_OK;
+    }
     if (t->merged.n && src->n &&
         src->ids[0] > t->merged.ids[t->merged.n - 1])
         return idx_plist_copy_range(&t->merged, src, 0, src->n, colmap, err);
@@ -519,26 +536,9 @@ static int merge_adds(termw *t, const idx_plist *src, const uint32_t *colmap,
             j = k;
         }
     }
-    if (!rc) {
-        idx_plist x = t->merged;
-        t->merged = t->tmp;
-        t->tmp = x;
-    }
+    if (!rc)
+        plist_swap(&t->merged, &t->tmp);
     return rc;
-}
-
-/* The first shard's postings of a term (nothing merged yet): its list
- * becomes the merged one, columns mapped in place, where merge_adds
- * would copy it whole (most terms are in one shard only: 3.6% of the
- * catalog's load went to those copies). */
-static void take_adds(termw *t, const uint32_t *colmap)
-{
-    if (colmap)
-        for (uint32_t v = 0; v < t->adds.nv; v++)
-            t->adds.vcol[v] = colmap[t->adds.vcol[v]];
-    idx_plist x = t->merged;
-    t->merged = t->adds;
-    t->adds = x;
 }
 
 static int merge_dels(termw *t, const idx_dels *src, const uint32_t *colmap,
@@ -916,11 +916,8 @@ static int range_write(flushp *f, range *r, kv_txn *txn, kv_err *err)
             idx_shard_term_prefetch(f->shards[s], k.cur[s]);
             rc = idx_shard_term_lists(f->shards[s], k.cur[s], &sc, &t.adds,
                                       &t.dels, err);
-            if (!rc && t.adds.n && t.merged.n == 0 &&
-                t.merged.positions == t.adds.positions)
-                take_adds(&t, f->colmaps[s]);
-            else if (!rc && t.adds.n)
-                rc = merge_adds(&t, &t.adds, f->colmaps[s], err);
+            if (!rc && t.adds.n)
+                rc = merge_adds(&t, f->colmaps[s], err);
             if (!rc && t.dels.n)
                 rc = merge_dels(&t, &t.dels, f->colmaps[s], err);
         }
