@@ -85,10 +85,9 @@ int idx__idset_add(idx_idset *s, uint32_t id, bool *added, kv_err *err)
         s->npages = n;
     }
     if (!s->page[p]) {
-        s->page[p] = kv_malloc(IDX_IDSET_PAGE_BITS / 8);
+        s->page[p] = kv_calloc_written(1, IDX_IDSET_PAGE_BITS / 8);
         if (!s->page[p])
             return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-        memset(s->page[p], 0, IDX_IDSET_PAGE_BITS / 8);
         s->made++;
     }
     uint64_t *w = &s->page[p][b / 64], m = 1ull << (b % 64);
@@ -173,17 +172,11 @@ const char *idx__strtab_str(const strtab *t, uint32_t id, uint32_t *len)
     return t->arena.data + t->ent[id].off;
 }
 
-/* The new slots are cleared by memset, not got from calloc: a big
- * calloc is fresh mmap()ed memory that calloc knows to be zero, so the
- * probes below would first read each page (mapping the shared zero page)
- * and then write it, a copy-on-write fault that flushes the TLBs of every
- * core running one of our threads (4% of a GCIDE load's analysis). */
 static int strtab_rehash(strtab *t, uint32_t nslots, kv_err *err)
 {
-    uint64_t *s = kv_malloc((size_t)nslots * sizeof *s);
+    uint64_t *s = kv_calloc_written(nslots, sizeof *s);   /* probed next */
     if (!s)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    memset(s, 0, (size_t)nslots * sizeof *s);
     for (uint32_t id = 0; id < t->n; id++) {
         uint32_t h = t->ent[id].hash, i = h & (nslots - 1);
         while (s[i])

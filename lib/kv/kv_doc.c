@@ -671,13 +671,9 @@ bool kv_pending_key_has(const kv_pending_keys *p, const char *key,
 static int pending_grow(kv_pending_keys *p, kv_err *err)
 {
     size_t nslots = p->nslots ? p->nslots * 2 : 1024;
-    /* Cleared by memset, not calloc: probing calloc's fresh pages would
-     * read each first, then take a copy-on-write fault that flushes the
-     * TLBs of the cores running our threads (see idx_util.c). */
-    uint32_t *slot = kv_malloc(nslots * sizeof *slot);
+    uint32_t *slot = kv_calloc_written(nslots, sizeof *slot);  /* probed */
     if (!slot)
         return kv_seterr(err, KVFTS_ENOMEM, "out of memory");
-    memset(slot, 0, nslots * sizeof *slot);
     uint32_t *old = p->slot;
     size_t nold = p->nslots;
     p->slot = slot;

@@ -125,6 +125,22 @@ void *kv_calloc(size_t n, size_t size)
     return calloc(n ? n : 1, size ? size : 1);
 }
 
+/* Zeroed by memset rather than taken from calloc: a big calloc is fresh
+ * mmap()ed memory that calloc knows to be zero, so a hash table's probes
+ * would first read each page (mapping the shared zero page) and then write
+ * it, a copy-on-write fault that flushes the TLBs of every core running
+ * one of the process's threads (2% of a GCIDE load, in the string table's
+ * rehash and the batch's pending keys). */
+void *kv_calloc_written(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = kv_malloc(n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
 void *kv_realloc(void *p, size_t n)
 {
     if (hook_fails())

@@ -49,6 +49,9 @@ int kv_err_prefix(kv_err *err, const char *fmt, ...)
 
 void *kv_malloc(size_t n);
 void *kv_calloc(size_t n, size_t size);
+/** kv_calloc() for a table that will be probed (read, then written) at
+ *  once: zeroed by writing every byte (see kv_util.c). */
+void *kv_calloc_written(size_t n, size_t size);
 void *kv_realloc(void *p, size_t n);
 void kv_free(void *p);
 /** NUL-terminated copy of s[0..n). */
