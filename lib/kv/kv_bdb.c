@@ -201,8 +201,6 @@ void kv__on_bdb_error(const DB_ENV *dbenv, const char *pfx, const char *msg)
         snprintf(tls_corrupt_msg, sizeof tls_corrupt_msg, "%s", msg);
 }
 
-/* Translate a Berkeley DB return code; the one place that does.  @p in is
- * the instance the call ran in (NULL before one is open). */
 /* "WHAT: not found", copied rather than formatted: not found is an
  * everyday answer (a load asks for each new document's key), and
  * vsnprintf was 0.5% of a load. */
@@ -220,6 +218,8 @@ static int not_found(kv_err *err, const char *what)
     return KVFTS_ENOTFOUND;
 }
 
+/* Translate a Berkeley DB return code; the one place that does.  @p in is
+ * the instance the call ran in (NULL before one is open). */
 int kv__bdb_err(bdb_inst *in, int ret, kv_err *err, const char *what)
 {
     switch (ret) {
