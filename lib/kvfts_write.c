@@ -112,20 +112,22 @@ static int check_path(void *payload, const char *path, size_t plen,
                                    pos, c->err);
 }
 
-/* Before a walk with check_path: no leaves yet. */
-static void leaves_begin(kvfts_db *db)
+/* Validate and compact json into @p compact (reset first) with @p leaf
+ * (check_path, or a walker that calls it) on each leaf; the leaves kept
+ * are then those of the compact form (which the walk may have moved). */
+static int walk_keeping_leaves(kvfts_db *db, const char *json, size_t len,
+                               kv_buf *compact, kv_json_leaf_fn leaf,
+                               void *payload, kv_err *err)
 {
+    kv_buf_reset(compact);
     kv_buf_reset(&db->leaves);
     db->leaves_of = NULL;
-}
-
-/* After it: they are those of @p compact (which the walk may have moved). */
-static void leaves_end(kvfts_db *db, const kv_buf *compact)
-{
-    if (db->an) {
+    int rc = kv_json_walk(json, len, compact, leaf, payload, err);
+    if (!rc && db->an) {
         db->leaves_of = compact->data;
         db->leaves_of_len = compact->len;
     }
+    return rc;
 }
 
 /* Key form and JSON (validated, compacted, field paths checked). */
@@ -142,12 +144,9 @@ static int prepare(kvfts_db *db, const char *key, size_t key_len,
         if (rc)
             return rc;
     }
-    kv_buf_reset(compact);
     path_check pc = { db, err };
-    leaves_begin(db);
-    rc = kv_json_walk(json, json_len, compact, check_path, &pc, err);
-    if (!rc)
-        leaves_end(db, compact);
+    rc = walk_keeping_leaves(db, json, json_len, compact, check_path, &pc,
+                             err);
     if (rc && key)
         kv_err_prefix(err, "doc '%.*s'", (int)key_len, key);
     return rc;
@@ -857,13 +856,9 @@ int kvfts_batch_write_template(char **key_out, kvfts_batch *b,
     kv_buf key = KV_BUF_INIT;
     int rc = tmpl_parse(&t, key_template, template_len, &db->err);
     t.db = db;
-    if (!rc) {
-        kv_buf_reset(&b->json);
-        leaves_begin(db);
-        rc = kv_json_walk(json, json_len, &b->json, tmpl_leaf, &t, &db->err);
-        if (!rc)
-            leaves_end(db, &b->json);
-    }
+    if (!rc)
+        rc = walk_keeping_leaves(db, json, json_len, &b->json, tmpl_leaf, &t,
+                                 &db->err);
     if (!rc)
         rc = tmpl_build(&t, &key, &db->err);
     if (!rc)
