@@ -456,8 +456,9 @@ int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err);
  *  a third more mutexes in use from then on: unit.commits.) */
 #define IDX_OWN_BYTES (1u << 18)
 /** The merge level of a batch's new segment of @p bytes, to be added at
- *  the young end of @p list (idx_merge.c). */
-uint32_t idx_seg_level(const idx_segs *list, uint64_t bytes);
+ *  the young end of @p list, whose younger segments of lower levels are
+ *  raised to it (idx_merge.c). */
+uint32_t idx_seg_level(idx_segs *list, uint64_t bytes);
 /** The id of a new segment (a merge's or a flush's); @p own: a file of its
  *  own. */
 int idx_seg_new_id(kv_txn *txn, bool own, uint32_t *id, kv_err *err);

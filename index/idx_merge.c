@@ -3,18 +3,23 @@
  * resumable steps.
  *
  * Policy (tiered by level, as SQLite FTS5's automerge): a batch's segment
- * starts at the level of its size, log8(bytes / 64 KiB) rounded down, but
- * no higher than the youngest segment's; when MERGE_FACTOR segments of one
- * level stand side by side at the young end of the list, they are merged
- * into one segment of the next level, in their place.  (By size, so that a
- * large load's segment is not rewritten with the next seven small batches:
- * the catalog's 25 MB is level 2, a 1,000-document batch's 0.5 MB level 1,
- * one document's level 0.)  Levels never increase towards the young end, so
- * the segments of a level are always neighbours, and a merge keeps the
- * list in age order, which deletions depend on (a deletion cancels postings
- * in older segments only).  With a factor of 8 a posting is rewritten about
+ * starts at the level of its size, log8(bytes / 64 KiB) rounded down, and
+ * younger segments of lower levels are raised to it; when MERGE_FACTOR
+ * segments of one level stand side by side, the oldest eight of them are
+ * merged into one segment of the next level, in their place.  (By size, so
+ * that a large load's segment is not rewritten with the next seven small
+ * batches: the catalog's 25 MB is level 2, a 1,000-document batch's 0.5 MB
+ * level 1, one document's level 0.  Raised, so that the small segment of a
+ * load's last, partial batch joins the next load's batches: when the new
+ * segment's level was capped at the youngest's instead, such a tail held
+ * every later batch of a growing database a level down, and merges of
+ * unequal inputs, 400 to 700 MB, came at random steps of a 5M-document
+ * growth run.)  Levels never increase towards the young end, so the
+ * segments of a level are always neighbours, and a merge keeps the list in
+ * age order, which deletions depend on (a deletion cancels postings in
+ * older segments only).  With a factor of 8 a posting is rewritten about
  * log8(documents / batch) times, and the index has at most 7 segments a
- * level.  `kvfts optimize` merges every segment into one.
+ * level between merges.  `kvfts optimize` merges every segment into one.
  *
  * Steps.  A merge is spread over transactions that each write at most
  * about max_bytes, so that no transaction's write set (and no cache) has to
@@ -170,18 +175,21 @@ static int mstate_write(const mstate *m, kv_txn *txn, kv_err *err)
 
 /* ---- the policy --------------------------------------------------------- */
 
-/* The run to merge: *start, *n (0: nothing to do). */
-uint32_t idx_seg_level(const idx_segs *list, uint64_t bytes)
+uint32_t idx_seg_level(idx_segs *list, uint64_t bytes)
 {
     uint32_t level = 0;
     for (uint64_t b = bytes / LEVEL_BYTES; b >= MERGE_FACTOR;
          b /= MERGE_FACTOR)
         level++;
-    if (list->n && list->v[list->n - 1].level < level)
-        level = list->v[list->n - 1].level;
+    /* Younger segments of lower levels (a load's last, partial batch, single
+     * writes) join this one's level, so that levels never increase towards
+     * the young end without capping this one and every batch after it. */
+    for (uint32_t i = list->n; i > 0 && list->v[i - 1].level < level; i--)
+        list->v[i - 1].level = level;
     return level;
 }
 
+/* The run to merge: *start, *n (0: nothing to do). */
 static void choose_run(const idx_segs *s, bool all, uint32_t *start,
                        uint32_t *n)
 {
@@ -200,8 +208,8 @@ static void choose_run(const idx_segs *s, bool all, uint32_t *start,
         uint32_t j = i - 1, level = s->v[j].level;
         while (j > 0 && s->v[j - 1].level == level)
             j--;
-        if (i - j >= MERGE_FACTOR) {
-            *start = i - MERGE_FACTOR;
+        if (i - j >= MERGE_FACTOR) {   /* the oldest: levels stay ordered */
+            *start = j;
             *n = MERGE_FACTOR;
             return;
         }
