@@ -449,7 +449,7 @@ int idx_segs_push(idx_segs *s, const idx_seg *g, kv_err *err);
 /** A segment of about this many bytes or more is a file of its own
  *  (KV_PART_OWN), removed whole when a merge replaces it; a smaller one
  *  shares a file with the others, and its records are deleted: at most a
- *  merge's MERGE_FACTOR inputs' worth (2 MB) in one transaction.  (At 1 MB,
+ *  merge's MERGE_FACTOR inputs' worth (2.5 MB) in one transaction.  (At 1 MB,
  *  once compact entries made 32k-document segments of single-document
  *  writes smaller than that, a merge deleted 7 MB of the shared file at
  *  once, and under MVCC with a 4 MiB cache the page versions it left kept

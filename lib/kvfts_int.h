@@ -77,7 +77,7 @@ uint64_t api_merge_step_bytes(void);
  *  tests' merges in many steps), unless KVFTS_MERGE_RANGE_KB is set too:
  *  then every one (their crash tests: merges done whole, in ranges of that
  *  many kilobytes of input). */
-#define API_MERGE_ONCE_BYTES (256u * 1024u * 1024u)
+#define API_MERGE_ONCE_BYTES (384u * 1024u * 1024u)
 uint64_t api_merge_once_bytes(void);
 /** After a commit that replaced segments (a merge, a rebuild): remove the
  *  files of those no process reads any more (idx_drop_sweep). */

@@ -635,7 +635,7 @@ static void test_merge_whole_in_ranges(void **state)
     fx *f = *state;
     setenv("KVFTS_WORKERS", "2", 1);
     setenv("KVFTS_MERGE_RANGE_KB", "1", 1);
-    enum { BATCHES = 24, PER = 250 };
+    enum { BATCHES = 30, PER = 250 };
     char key[32], doc[256];
     for (int k = 0; k < BATCHES; k++) {
         kvfts_batch *b = NULL;
@@ -680,7 +680,7 @@ static void test_merge_whole_in_ranges(void **state)
         nx5 += id % 97 == 5;
     const count_q qs[] = { { "common", BATCHES * PER }, { "x5", nx5 },
                            { "re", BATCHES - 1 }, { "g0", PER - 1 },
-                           { "g1", PER }, { "g23", PER + 1 },
+                           { "g1", PER }, { "g28", PER }, { "g29", PER + 1 },
                            { "w125 g0", 0 }, { "w125 g1 re", 1 },
                            { "w4321", 1 } };
     assert_counts_checked(f->db, qs, sizeof qs / sizeof qs[0]);
