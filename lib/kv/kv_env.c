@@ -1285,7 +1285,10 @@ static bool inst_close(bdb_inst *in, bool checkpoint)
  * of two.  A switch to a new log file syncs the last one (fdatasync, with
  * a disk cache flush) and creates a file: with 1 MiB files the 4M-to-5M
  * step of the growth benchmark (550 MB of log) made 550 of them, and ran
- * 9% faster with 8 MiB files.  After a load's checkpoint the directory
+ * about 5% faster with files of 4-16 MiB (alternating runs; no faster
+ * above 4).  Joining processes may ask for another size: Berkeley DB takes
+ * a new size at any time, for the files it makes from then on.  After a
+ * load's checkpoint the directory
  * keeps the current file only, and it is part of what a user sees
  * (du -sb): with 4 MiB files that was 4 MB of a 72-80 MB catalog or
  * dictionary, so small databases keep 1 MiB files, and a large one's last
