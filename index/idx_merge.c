@@ -4,17 +4,26 @@
  *
  * Policy (tiered by level, as SQLite FTS5's automerge and Lucene's tiered
  * policy): a batch's segment starts at the level of its size,
- * log10(bytes / 64 KiB) rounded down, and younger segments of lower levels
+ * log10(bytes / 2 KiB) rounded down, and younger segments of lower levels
  * are raised to it; when MERGE_FACTOR (10) segments of one level stand
  * side by side, the oldest ten of them are merged into one segment of the
  * next level, in their place.  (By size, so that a large load's segment is
- * not rewritten with the next nine small batches: the catalog's 25 MB is
- * level 2, a 1,000-document batch's 0.5 MB level 0, as one document's.
- * Raised, so that the small segment of a load's last, partial batch joins
- * the next load's batches: when the new segment's level was capped at the
- * youngest's instead, such a tail held every later batch of a growing
- * database a level down, and merges of unequal inputs, 400 to 700 MB, came
- * at random steps of a 5M-document growth run.)  Levels never increase
+ * not rewritten with the next nine small batches: one document's segment,
+ * about 2 KB, is level 0, a 1,000-document batch's 0.5 MB level 2, the
+ * catalog's 25 MB level 4.  2 KiB, about one document, so that a merge's
+ * output, one level above its inputs, is about as large as a batch's
+ * segment of that level: ten single writes merged are level 1, 10,000
+ * level 4 (about 5 MB).  With 64 KiB, 100 single writes merged (150 KB)
+ * were level 2 like the catalog's whole load, and the merge of ten such
+ * neighbours took in the 25 MB segment, in 8 MB steps after each single
+ * write: library replaces in `--incremental`'s sequence took 1.4 ms
+ * instead of 0.5.  Raised, so that the small segment of a load's last,
+ * partial batch joins the next load's batches: when the new segment's
+ * level was capped at the youngest's instead, such a tail held every later
+ * batch of a growing database a level down, and merges of unequal inputs,
+ * 400 to 700 MB, came at random steps of a 5M-document growth run.  A
+ * database whose segments got their levels on the older scale has them
+ * raised so by its next batch.)  Levels never increase
  * towards the young end, so the segments of a level are always neighbours,
  * and a merge keeps the list in age order, which deletions depend on (a
  * deletion cancels postings in older segments only).  A posting is
@@ -68,7 +77,7 @@
 #define MERGE_FACTOR 10
 /* A batch's segment of LEVEL_BYTES * 10^k bytes or more starts at level k
  * (idx_seg_level). */
-#define LEVEL_BYTES (64u * 1024u)
+#define LEVEL_BYTES (2u * 1024u)
 #define OUT_CHUNK 1024     /* postings handed to the writer at a time */
 
 /* ---- the merge state (segs.db "merge") ------------------------------------ */
