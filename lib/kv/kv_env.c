@@ -1280,6 +1280,27 @@ static bool inst_close(bdb_inst *in, bool checkpoint)
     return flushed;
 }
 
+/* The bytes of @p dir's database files (*.db) and log files (log.*);
+ * errno if the directory cannot be read. */
+static int dir_sizes(const char *dir, uint64_t *db_bytes, uint64_t *log_bytes)
+{
+    *db_bytes = *log_bytes = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        bool is_db = n > 3 && strcmp(de->d_name + n - 3, ".db") == 0;
+        bool is_log = strncmp(de->d_name, "log.", 4) == 0;
+        struct stat st;
+        if ((is_db || is_log) && fstatat(dirfd(d), de->d_name, &st, 0) == 0)
+            *(is_db ? db_bytes : log_bytes) += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return 0;
+}
+
 /* The size of the log files of an environment made for @p dir: 1 MiB, or
  * a 256th of the directory's database files (*.db) up to 16 MiB, a power
  * of two.  A switch to a new log file syncs the last one (fdatasync, with
@@ -1288,28 +1309,16 @@ static bool inst_close(bdb_inst *in, bool checkpoint)
  * about 5% faster with files of 4-16 MiB (alternating runs; no faster
  * above 4).  Joining processes may ask for another size: Berkeley DB takes
  * a new size at any time, for the files it makes from then on.  After a
- * load's checkpoint the directory
- * keeps the current file only, and it is part of what a user sees
- * (du -sb): with 4 MiB files that was 4 MB of a 72-80 MB catalog or
- * dictionary, so small databases keep 1 MiB files, and a large one's last
- * file is at most 0.4% of it.  Berkeley DB wants the log buffer (256 KiB)
- * at most a quarter of a file. */
+ * load's checkpoint the directory keeps the current file only, and it is
+ * part of what a user sees (du -sb): with 4 MiB files that was 4 MB of a
+ * 72-80 MB catalog or dictionary, so small databases keep 1 MiB files, and
+ * a large one's last file is at most 0.4% of it.  Berkeley DB wants the
+ * log buffer (256 KiB) at most a quarter of a file. */
 static u_int32_t log_file_bytes(const char *dir)
 {
-    uint64_t data = 0;
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            size_t n = strlen(e->d_name);
-            struct stat st;
-            if (n > 3 && strcmp(e->d_name + n - 3, ".db") == 0 &&
-                fstatat(dirfd(d), e->d_name, &st, 0) == 0 &&
-                S_ISREG(st.st_mode))
-                data += (uint64_t)st.st_size;
-        }
-        closedir(d);
-    }
+    uint64_t data = 0, logs;
+    if (dir_sizes(dir, &data, &logs))
+        data = 0;
     u_int32_t bytes = 1024u * 1024u;
     while (bytes < 16u * 1024u * 1024u && (uint64_t)bytes * 2 * 256 <= data)
         bytes *= 2;
@@ -2009,30 +2018,10 @@ int kv_env_log_bytes(kv_env *e, uint64_t *out, kv_err *err)
 int kv_env_sizes(kv_env *e, uint64_t *db_bytes, uint64_t *log_bytes,
                  kv_err *err)
 {
-    *db_bytes = *log_bytes = 0;
-    DIR *d = opendir(e->dir);
-    if (!d)
-        return kv_seterr(err, KVFTS_ERROR, "database '%s': %s", e->dir,
-                         strerror(errno));
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        size_t n = strlen(de->d_name);
-        bool is_db = n > 3 && strcmp(de->d_name + n - 3, ".db") == 0;
-        bool is_log = strncmp(de->d_name, "log.", 4) == 0;
-        if (!is_db && !is_log)
-            continue;
-        char p[4096];
-        struct stat st;
-        if (kv__path_join(p, sizeof p, e->dir, de->d_name, NULL) == 0 &&
-            stat(p, &st) == 0) {
-            if (is_db)
-                *db_bytes += (uint64_t)st.st_size;
-            else
-                *log_bytes += (uint64_t)st.st_size;
-        }
-    }
-    closedir(d);
-    return KVFTS_OK;
+    int ret = dir_sizes(e->dir, db_bytes, log_bytes);
+    return ret ? kv_seterr(err, KVFTS_ERROR, "database '%s': %s", e->dir,
+                           strerror(ret))
+               : KVFTS_OK;
 }
 
 int kv_part_remove(kv_env *e, uint32_t id, kv_err *err)
